@@ -1,0 +1,635 @@
+//! The holder's single-threaded `poll` loop. See the module docs of [`super`].
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::time::{Duration, Instant};
+
+use ptyhub_protocol::event::EventKind;
+use ptyhub_protocol::holder::{
+    HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_VERSION, HolderMessage, HolderRequest, HolderStatus,
+};
+
+use super::HolderSpec;
+use super::log::EventLog;
+use super::pty;
+use crate::process;
+use crate::state_dir::{self, EVENTS_FILE, TerminalMeta, TerminalState};
+
+/// Most bytes read from the master before the loop serves clients again (one log event).
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Input queued for the PTY beyond this is refused (the program is not reading).
+const INPUT_QUEUE_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// A subscriber's send buffer is refilled from the log when it holds less than this.
+const CLIENT_FILL_BYTES: usize = 256 * 1024;
+/// After `SIGHUP`, processes of an ending terminal get this long before `SIGKILL`.
+const END_GRACE: Duration = Duration::from_millis(1500);
+/// After the exit is recorded, subscribers get this long to read the last events.
+const LINGER: Duration = Duration::from_secs(2);
+/// The working directory is re-read at most this often while output flows.
+const CWD_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+enum Phase {
+    Running,
+    /// Ending every process of the terminal; `killed` once SIGKILL was sent.
+    Ending {
+        since: Instant,
+        killed: bool,
+    },
+    /// The exit is recorded; serving the last events until `until`.
+    Done {
+        until: Instant,
+    },
+}
+
+struct Client {
+    stream: UnixStream,
+    inbox: Vec<u8>,
+    outbox: Vec<u8>,
+    sent: usize,
+    /// Log offset up to which events were queued, once subscribed.
+    cursor: Option<u64>,
+    is_dead: bool,
+}
+
+impl Client {
+    fn pending(&self) -> usize {
+        self.outbox.len() - self.sent
+    }
+
+    fn send_message(&mut self, message: &HolderMessage) {
+        if serde_json::to_writer(&mut self.outbox, message).is_ok() {
+            self.outbox.push(b'\n');
+        }
+    }
+}
+
+pub(super) struct Holder {
+    spec: HolderSpec,
+    meta: TerminalMeta,
+    log: EventLog,
+    master: Option<OwnedFd>,
+    listener: UnixListener,
+    signals: OwnedFd,
+    child: u32,
+    child_status: Option<(Option<i32>, Option<i32>)>,
+    clients: Vec<Client>,
+    input: VecDeque<u8>,
+    phase: Phase,
+    last_cwd_check: Instant,
+}
+
+impl Holder {
+    /// Opens everything and starts the program. Any error here is reported on the ready line.
+    pub(super) fn start(spec: HolderSpec) -> io::Result<Self> {
+        let mut meta = state_dir::read_meta(&spec.dir)?;
+        let log = EventLog::open(&spec.dir.join(EVENTS_FILE))?;
+        let signals = block_signals()?;
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+        let _ = std::fs::remove_file(&spec.socket);
+        let listener = UnixListener::bind(&spec.socket)?;
+        std::fs::set_permissions(&spec.socket, std::fs::Permissions::from_mode(0o600))?;
+        listener.set_nonblocking(true)?;
+        let (master, slave) = pty::open_pair(spec.cols, spec.rows)?;
+        let child = pty::spawn(&spec, slave)?;
+
+        meta.state = TerminalState::Running;
+        meta.holder_pid = Some(std::process::id());
+        meta.pid = Some(child);
+        meta.exit_code = None;
+        meta.signal = None;
+        meta.ended_at = None;
+        meta.closed = false;
+        meta.cols = spec.cols;
+        meta.rows = spec.rows;
+        state_dir::write_meta(&spec.dir, &meta)?;
+        let mut holder = Self {
+            spec,
+            meta,
+            log,
+            master: Some(master),
+            listener,
+            signals,
+            child,
+            child_status: None,
+            clients: Vec::new(),
+            input: VecDeque::new(),
+            phase: Phase::Running,
+            last_cwd_check: Instant::now(),
+        };
+        let start = EventKind::Start {
+            instance: holder.meta.instance,
+            pid: child,
+            command: holder.meta.command.clone(),
+            cols: holder.spec.cols,
+            rows: holder.spec.rows,
+        };
+        holder.log.append(start)?;
+        Ok(holder)
+    }
+
+    pub(super) fn child_pid(&self) -> u32 {
+        self.child
+    }
+
+    /// Serves until the terminal has ended and its last events were delivered.
+    pub(super) fn run(&mut self) {
+        loop {
+            if let Phase::Done { until } = self.phase
+                && (Instant::now() >= until || self.clients.iter().all(|c| self.is_caught_up(c)))
+            {
+                break;
+            }
+            self.poll_once();
+            self.advance_ending();
+        }
+        let _ = std::fs::remove_file(&self.spec.socket);
+    }
+
+    fn is_caught_up(&self, client: &Client) -> bool {
+        client.pending() == 0 && client.cursor.is_none_or(|at| at >= self.log.len())
+    }
+
+    fn poll_once(&mut self) {
+        let mut fds = vec![
+            pollfd(self.signals.as_raw_fd(), libc::POLLIN),
+            pollfd(self.listener.as_raw_fd(), libc::POLLIN),
+        ];
+        let master_slot = self.master.as_ref().map(|master| {
+            let mut events = libc::POLLIN;
+            if !self.input.is_empty() {
+                events |= libc::POLLOUT;
+            }
+            fds.push(pollfd(master.as_raw_fd(), events));
+            fds.len() - 1
+        });
+        let first_client = fds.len();
+        for client in &self.clients {
+            let mut events = libc::POLLIN;
+            if client.pending() > 0 {
+                events |= libc::POLLOUT;
+            }
+            fds.push(pollfd(client.stream.as_raw_fd(), events));
+        }
+        let timeout_ms = match self.phase {
+            Phase::Running => 1000,
+            Phase::Ending { .. } | Phase::Done { .. } => 50,
+        };
+        // SAFETY: `fds` is a valid, initialized array of `fds.len()` pollfd structs.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        if n < 0 {
+            return; // EINTR: go round again.
+        }
+        if fds[0].revents != 0 {
+            self.handle_signals();
+        }
+        if fds[1].revents != 0 {
+            self.accept_clients();
+        }
+        if let Some(slot) = master_slot {
+            let revents = fds[slot].revents;
+            if revents & libc::POLLOUT != 0 {
+                self.write_input();
+            }
+            if revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                self.read_master();
+            }
+        }
+        for (i, fd) in fds[first_client..].iter().enumerate() {
+            if fd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                self.read_client(i);
+            }
+        }
+        self.serve_clients();
+        if matches!(self.phase, Phase::Running) && self.last_cwd_check.elapsed() >= CWD_CHECK_EVERY
+        {
+            self.refresh_cwd();
+        }
+    }
+
+    fn handle_signals(&mut self) {
+        let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
+        let mut wants_end = false;
+        loop {
+            // SAFETY: reading whole siginfo records into a buffer of exactly that size.
+            let n = unsafe {
+                libc::read(
+                    self.signals.as_raw_fd(),
+                    info.as_mut_ptr().cast(),
+                    info.len(),
+                )
+            };
+            if n != info.len() as isize {
+                break;
+            }
+            let signo = u32::from_ne_bytes([info[0], info[1], info[2], info[3]]) as i32;
+            if signo == libc::SIGTERM || signo == libc::SIGINT {
+                wants_end = true;
+            }
+        }
+        self.reap_children();
+        if wants_end {
+            self.begin_ending();
+        }
+    }
+
+    fn reap_children(&mut self) {
+        loop {
+            let mut status = 0;
+            // SAFETY: plain waitpid on any child, non-blocking.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid <= 0 {
+                break;
+            }
+            if pid as u32 == self.child {
+                let decoded = if libc::WIFEXITED(status) {
+                    (Some(libc::WEXITSTATUS(status)), None)
+                } else if libc::WIFSIGNALED(status) {
+                    (None, Some(libc::WTERMSIG(status)))
+                } else {
+                    continue;
+                };
+                self.child_status = Some(decoded);
+                if matches!(self.phase, Phase::Running) {
+                    self.phase = Phase::Ending {
+                        since: Instant::now(),
+                        killed: false,
+                    };
+                    self.signal_remaining(libc::SIGHUP);
+                }
+            }
+        }
+    }
+
+    /// Starts ending the terminal: hang up every process, kill what is left after a grace.
+    fn begin_ending(&mut self) {
+        if matches!(self.phase, Phase::Running) {
+            self.phase = Phase::Ending {
+                since: Instant::now(),
+                killed: false,
+            };
+            self.signal_remaining(libc::SIGHUP);
+        }
+    }
+
+    fn signal_remaining(&self, signal: i32) {
+        for pid in process::descendants(std::process::id()) {
+            // SAFETY: kill(2) on a pid read from /proc; a vanished pid only yields ESRCH.
+            unsafe {
+                libc::kill(pid as i32, signal);
+                if signal == libc::SIGHUP {
+                    libc::kill(pid as i32, libc::SIGCONT);
+                }
+            }
+        }
+    }
+
+    fn advance_ending(&mut self) {
+        let Phase::Ending { since, killed } = self.phase else {
+            return;
+        };
+        self.reap_children();
+        let remaining: Vec<u32> = process::descendants(std::process::id())
+            .into_iter()
+            .filter(|&pid| process::is_alive(pid))
+            .collect();
+        if self.child_status.is_some() && remaining.is_empty() {
+            self.finish();
+        } else if !killed && since.elapsed() >= END_GRACE {
+            self.signal_remaining(libc::SIGKILL);
+            self.phase = Phase::Ending {
+                since,
+                killed: true,
+            };
+        }
+    }
+
+    /// Records the exit once every process is gone and the PTY is drained.
+    fn finish(&mut self) {
+        while self.master.is_some() && self.read_master() {}
+        self.master = None;
+        self.input.clear();
+        let (exit_code, signal) = self.child_status.unwrap_or((None, None));
+        if let Err(error) = self.log.append(EventKind::Exit { exit_code, signal }) {
+            eprintln!("holder: cannot record the exit: {error}");
+        }
+        self.meta.state = TerminalState::Exited;
+        self.meta.exit_code = exit_code;
+        self.meta.signal = signal;
+        self.meta.ended_at = Some(state_dir::unix_now());
+        if let Err(error) = state_dir::write_meta(&self.spec.dir, &self.meta) {
+            eprintln!("holder: cannot write meta.json: {error}");
+        }
+        self.phase = Phase::Done {
+            until: Instant::now() + LINGER,
+        };
+    }
+
+    /// Reads what the master has (up to one chunk) into one log event. Returns whether bytes
+    /// were read; drops the master on EOF (`EIO` once no process holds the slave).
+    fn read_master(&mut self) -> bool {
+        let Some(master) = self.master.as_ref() else {
+            return false;
+        };
+        let mut buf = vec![0u8; READ_CHUNK_BYTES];
+        let mut filled = 0;
+        let mut is_closed = false;
+        while filled < buf.len() {
+            match rustix::io::read(master, &mut buf[filled..]) {
+                Ok(0) => {
+                    is_closed = true;
+                    break;
+                }
+                Ok(n) => filled += n,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => break,
+                Err(_) => {
+                    is_closed = true;
+                    break;
+                }
+            }
+        }
+        if is_closed {
+            self.master = None;
+        }
+        if filled == 0 {
+            return false;
+        }
+        buf.truncate(filled);
+        if let Err(error) = self.log.append(EventKind::Output { data: buf }) {
+            eprintln!("holder: cannot append output: {error}");
+        }
+        true
+    }
+
+    fn write_input(&mut self) {
+        let Some(master) = self.master.as_ref() else {
+            self.input.clear();
+            return;
+        };
+        while !self.input.is_empty() {
+            let (head, _) = self.input.as_slices();
+            match rustix::io::write(master, head) {
+                Ok(n) => {
+                    self.input.drain(..n);
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => break,
+            }
+        }
+    }
+
+    fn accept_clients(&mut self) {
+        while let Ok((stream, _)) = self.listener.accept() {
+            if stream.set_nonblocking(true).is_ok() {
+                self.clients.push(Client {
+                    stream,
+                    inbox: Vec::new(),
+                    outbox: Vec::new(),
+                    sent: 0,
+                    cursor: None,
+                    is_dead: false,
+                });
+            }
+        }
+    }
+
+    fn read_client(&mut self, i: usize) {
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            let client = &mut self.clients[i];
+            match client.stream.read(&mut buf) {
+                Ok(0) => {
+                    client.is_dead = true;
+                    break;
+                }
+                Ok(n) => client.inbox.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    client.is_dead = true;
+                    break;
+                }
+            }
+        }
+        let inbox = std::mem::take(&mut self.clients[i].inbox);
+        let mut consumed = 0;
+        for line in inbox.split_inclusive(|&b| b == b'\n') {
+            if line.last() != Some(&b'\n') {
+                break;
+            }
+            consumed += line.len();
+            match serde_json::from_slice::<HolderRequest>(line) {
+                Ok(request) => self.handle_request(i, request),
+                Err(error) => self.clients[i].send_message(&HolderMessage::Error {
+                    message: format!("bad request: {error}"),
+                }),
+            }
+        }
+        let client = &mut self.clients[i];
+        client.inbox = inbox[consumed..].to_vec();
+        if client.inbox.len() > HOLDER_LINE_MAX_BYTES {
+            client.send_message(&HolderMessage::Error {
+                message: "request line too long".to_owned(),
+            });
+            client.inbox.clear();
+            client.is_dead = true;
+        }
+    }
+
+    fn handle_request(&mut self, i: usize, request: HolderRequest) {
+        match request {
+            HolderRequest::Hello { version } => {
+                let message = if version == HOLDER_PROTOCOL_VERSION {
+                    HolderMessage::Hello {
+                        version: HOLDER_PROTOCOL_VERSION,
+                        holder_pid: std::process::id(),
+                        last_seq: self.log.last_seq(),
+                    }
+                } else {
+                    HolderMessage::Error {
+                        message: format!(
+                            "holder speaks protocol {HOLDER_PROTOCOL_VERSION}, not {version}"
+                        ),
+                    }
+                };
+                self.clients[i].send_message(&message);
+            }
+            HolderRequest::Subscribe { after_seq } => match self.log.offset_after(after_seq) {
+                Ok(offset) => self.clients[i].cursor = Some(offset),
+                Err(error) => self.clients[i].send_message(&HolderMessage::Error {
+                    message: format!("cannot read the event log: {error}"),
+                }),
+            },
+            HolderRequest::Input { data } => {
+                let refusal = if self.master.is_none() || !matches!(self.phase, Phase::Running) {
+                    Some("the terminal's program has exited")
+                } else if self.input.len() + data.len() > INPUT_QUEUE_MAX_BYTES {
+                    Some("input queue full: the program is not reading its input")
+                } else {
+                    None
+                };
+                match refusal {
+                    Some(message) => self.clients[i].send_message(&HolderMessage::Error {
+                        message: message.to_owned(),
+                    }),
+                    None => {
+                        self.input.extend(data);
+                        self.write_input();
+                    }
+                }
+            }
+            HolderRequest::Resize { cols, rows } => {
+                if let Some(master) = self.master.as_ref()
+                    && cols > 0
+                    && rows > 0
+                    && pty::set_size(master, cols, rows).is_ok()
+                {
+                    self.meta.cols = cols;
+                    self.meta.rows = rows;
+                    let _ = self.log.append(EventKind::Resize { cols, rows });
+                }
+            }
+            HolderRequest::Signal { signal } => {
+                let message = self.signal_foreground(signal);
+                self.clients[i].send_message(&message);
+            }
+            HolderRequest::Status => {
+                self.refresh_cwd();
+                let status = HolderMessage::Status(self.status());
+                self.clients[i].send_message(&status);
+            }
+            HolderRequest::Terminate => self.begin_ending(),
+        }
+    }
+
+    fn foreground_pgid(&self) -> Option<u32> {
+        let master = self.master.as_ref()?;
+        let pgid = rustix::termios::tcgetpgrp(master).ok()?;
+        u32::try_from(pgid.as_raw_nonzero().get()).ok()
+    }
+
+    fn signal_foreground(&self, signal: i32) -> HolderMessage {
+        let Some(pgid) = self.foreground_pgid() else {
+            return HolderMessage::Signaled {
+                pgid: None,
+                program: None,
+                error: Some("the terminal has no foreground process group".to_owned()),
+            };
+        };
+        if !(1..=64).contains(&signal) {
+            return HolderMessage::Signaled {
+                pgid: Some(pgid),
+                program: None,
+                error: Some(format!("invalid signal {signal}")),
+            };
+        }
+        // SAFETY: killpg on the PTY's own foreground group with a validated signal number.
+        let rc = unsafe { libc::killpg(pgid as i32, signal) };
+        HolderMessage::Signaled {
+            pgid: Some(pgid),
+            program: process::comm(pgid),
+            error: (rc != 0).then(|| io::Error::last_os_error().to_string()),
+        }
+    }
+
+    fn status(&self) -> HolderStatus {
+        let foreground_pgid = self.foreground_pgid();
+        HolderStatus {
+            holder_pid: std::process::id(),
+            child_pid: Some(self.child),
+            foreground_pgid,
+            foreground_program: foreground_pgid.and_then(process::comm),
+            cwd: Some(self.meta.cwd.clone()),
+            last_seq: self.log.last_seq(),
+            exited: self.child_status.is_some(),
+        }
+    }
+
+    fn refresh_cwd(&mut self) {
+        self.last_cwd_check = Instant::now();
+        if let Some(cwd) = process::cwd(self.child)
+            && cwd != self.meta.cwd
+        {
+            self.meta.cwd = cwd;
+            if let Err(error) = state_dir::write_meta(&self.spec.dir, &self.meta) {
+                eprintln!("holder: cannot write meta.json: {error}");
+            }
+        }
+    }
+
+    /// Tops up every subscriber from the log and writes what its socket takes.
+    fn serve_clients(&mut self) {
+        let log_len = self.log.len();
+        for client in &mut self.clients {
+            if client.is_dead {
+                continue;
+            }
+            while let Some(at) = client.cursor
+                && at < log_len
+                && client.pending() < CLIENT_FILL_BYTES
+            {
+                match self
+                    .log
+                    .read_lines(at, CLIENT_FILL_BYTES, &mut client.outbox)
+                {
+                    Ok(next) if next > at => client.cursor = Some(next),
+                    _ => break,
+                }
+            }
+            while client.pending() > 0 {
+                match client.stream.write(&client.outbox[client.sent..]) {
+                    Ok(n) => client.sent += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        client.is_dead = true;
+                        break;
+                    }
+                }
+            }
+            if client.sent == client.outbox.len() {
+                client.outbox.clear();
+                client.sent = 0;
+            } else if client.sent > CLIENT_FILL_BYTES {
+                client.outbox.drain(..client.sent);
+                client.sent = 0;
+            }
+        }
+        self.clients.retain(|c| !c.is_dead);
+    }
+}
+
+fn pollfd(fd: i32, events: i16) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
+
+/// Blocks the signals the loop handles and returns a `signalfd` for them; ignores SIGHUP and
+/// SIGPIPE (a holder outlives every terminal and socket it was started from).
+fn block_signals() -> io::Result<OwnedFd> {
+    // SAFETY: signal-mask and disposition calls on this single-threaded process with a
+    // zero-initialized sigset_t filled by sigaddset.
+    unsafe {
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut mask);
+        for sig in [libc::SIGCHLD, libc::SIGTERM, libc::SIGINT] {
+            libc::sigaddset(&mut mask, sig);
+        }
+        if libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fd = libc::signalfd(-1, &mask, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}

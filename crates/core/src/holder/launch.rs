@@ -1,0 +1,98 @@
+//! Starting a holder from the server: the server's half of the holder's birth.
+//!
+//! The holder is this same binary run with the hidden `holder` subcommand, in its own session
+//! (so the server's terminal and process group never reach it), with the [`HolderSpec`] on
+//! stdin and its stderr appended to the terminal's `holder.log`. It answers with one
+//! [`ReadyLine`] on stdout once its socket serves. The server reaps the holder process if it
+//! is still the parent when the holder ends; after a server restart nobody needs to.
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+use super::{HolderSpec, ReadyLine};
+
+/// How long a holder may take to open its PTY and start the program.
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The executable and subcommand that run a holder.
+#[derive(Clone, Debug)]
+pub struct HolderLauncher {
+    pub exe: PathBuf,
+    pub subcommand: String,
+}
+
+impl HolderLauncher {
+    /// Runs holders from the current executable's `holder` subcommand.
+    pub fn current_exe() -> std::io::Result<Self> {
+        Ok(Self {
+            exe: std::env::current_exe()?,
+            subcommand: "holder".to_owned(),
+        })
+    }
+
+    /// Starts a holder and waits for its ready line.
+    pub async fn launch(&self, spec: &HolderSpec) -> Result<ReadyLine, String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(spec.dir.join("holder.log"))
+            .map_err(|e| format!("cannot open holder.log: {e}"))?;
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg(&self.subcommand)
+            .current_dir("/")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(false);
+        // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.as_std_mut().pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start a holder: {e}"))?;
+        let mut spec_line = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
+        spec_line.push(b'\n');
+        let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err("holder pipes missing".to_owned());
+        };
+        let handshake = async {
+            stdin
+                .write_all(&spec_line)
+                .await
+                .map_err(|e| e.to_string())?;
+            drop(stdin);
+            let mut line = String::new();
+            BufReader::new(stdout)
+                .read_line(&mut line)
+                .await
+                .map_err(|e| e.to_string())?;
+            serde_json::from_str::<ReadyLine>(&line).map_err(|_| {
+                format!(
+                    "holder gave no ready line (see {})",
+                    spec.dir.join("holder.log").display()
+                )
+            })
+        };
+        let outcome = tokio::time::timeout(READY_TIMEOUT, handshake).await;
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+        match outcome {
+            Ok(Ok(ready)) if ready.ready => Ok(ready),
+            Ok(Ok(ready)) => Err(ready.error.unwrap_or_else(|| "holder failed".to_owned())),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Err("holder did not become ready in time".to_owned()),
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! The holder: one small process per terminal that owns the live truth.
+//!
+//! It is the terminal program's parent and a subreaper, owns the PTY master, appends every
+//! output byte to `events.jsonl` whether or not a server is connected, keeps `meta.json` and
+//! its projections current, and serves the holder protocol ([`ptyhub_protocol::holder`]) on a
+//! unix socket. It has no emulator, no HTTP and no async runtime: a single `poll` loop
+//! ([`event_loop`]) over the master, the socket, its clients and a `signalfd`.
+//!
+//! Flow at a glance:
+//! 1. [`run`] reads a [`HolderSpec`] from stdin, opens the log, binds the socket, opens the PTY
+//!    and starts the program, records `running`, and prints one ready line to stdout;
+//! 2. the loop drains the master into the log, streams the log to subscribers, writes their
+//!    input to the master, and reaps children;
+//! 3. when the program exits (or a `terminate` request ends it), every remaining process of the
+//!    terminal is ended, a `process.exit` event and the `exited` state are written, subscribers
+//!    are flushed, and the holder exits.
+//!
+//! The server side of the link is in [`launch`] (starting a holder) and `terminal::link`.
+
+mod event_loop;
+pub mod launch;
+pub mod log;
+mod pty;
+
+use std::io::{self, BufRead, Write};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Everything a holder needs to start a terminal. Sent by the server on the holder's stdin
+/// (never on its command line, which other processes can read).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HolderSpec {
+    /// The terminal directory (with `meta.json`, written by the server, state `created`).
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// The one line a holder prints on stdout once it serves (or failed to start).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReadyLine {
+    pub ready: bool,
+    pub holder_pid: u32,
+    pub child_pid: Option<u32>,
+    pub error: Option<String>,
+}
+
+/// The hidden `holder` entry point. Returns the process exit code.
+pub fn run() -> i32 {
+    let mut line = String::new();
+    let spec = io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_str::<HolderSpec>(&line).map_err(|e| e.to_string()));
+    let result = spec.and_then(|spec| event_loop::Holder::start(spec).map_err(|e| e.to_string()));
+    match result {
+        Ok(mut holder) => {
+            report_ready(&ReadyLine {
+                ready: true,
+                holder_pid: std::process::id(),
+                child_pid: Some(holder.child_pid()),
+                error: None,
+            });
+            detach_stdio();
+            holder.run();
+            0
+        }
+        Err(error) => {
+            report_ready(&ReadyLine {
+                ready: false,
+                holder_pid: std::process::id(),
+                child_pid: None,
+                error: Some(error),
+            });
+            1
+        }
+    }
+}
+
+fn report_ready(line: &ReadyLine) {
+    let mut out = io::stdout().lock();
+    let _ = serde_json::to_writer(&mut out, line);
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+}
+
+/// Points stdin and stdout at `/dev/null` so the launcher's pipes close; stderr stays (the
+/// launcher points it at the terminal's `holder.log`).
+fn detach_stdio() {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&null);
+        // SAFETY: dup2 onto the standard descriptors of this single-threaded process.
+        unsafe {
+            libc::dup2(fd, 0);
+            libc::dup2(fd, 1);
+        }
+    }
+}

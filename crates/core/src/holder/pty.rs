@@ -1,0 +1,88 @@
+//! Opening a PTY pair and starting the terminal's program on it (rust-stack.md §1.4).
+//!
+//! The master is opened with `O_CLOEXEC` atomically and the slave through `TIOCGPTPEER`, so no
+//! other process can grab either. The child gets its own session with the slave as controlling
+//! terminal, default signal dispositions, an empty signal mask, and every inherited descriptor
+//! above 2 marked close-on-exec. The holder keeps no slave descriptor, so reading the master
+//! fails with `EIO` once every process of the terminal has closed it.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+use rustix::pty::{OpenptFlags, grantpt, ioctl_tiocgptpeer, openpt, unlockpt};
+use rustix::termios::{Winsize, tcsetwinsize};
+
+use super::HolderSpec;
+
+/// `CLOSE_RANGE_CLOEXEC` from `<linux/close_range.h>`.
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+
+/// Opens a PTY pair of the given size. Returns `(master, slave)`; the master is non-blocking.
+pub fn open_pair(cols: u16, rows: u16) -> io::Result<(OwnedFd, OwnedFd)> {
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let master = openpt(flags)?;
+    grantpt(&master)?;
+    unlockpt(&master)?;
+    let slave = ioctl_tiocgptpeer(&master, flags)?;
+    let fl = rustix::fs::fcntl_getfl(&master)?;
+    rustix::fs::fcntl_setfl(&master, fl | rustix::fs::OFlags::NONBLOCK)?;
+    set_size(&master, cols, rows)?;
+    Ok((master, slave))
+}
+
+/// Sets the window size of the PTY (the kernel then sends `SIGWINCH` to the foreground group).
+pub fn set_size(master: &OwnedFd, cols: u16, rows: u16) -> io::Result<()> {
+    tcsetwinsize(
+        master,
+        Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        },
+    )?;
+    Ok(())
+}
+
+/// Starts the spec's program on `slave` and returns its pid. Consumes the slave descriptor.
+pub fn spawn(spec: &HolderSpec, slave: OwnedFd) -> io::Result<u32> {
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::from(slave.try_clone()?))
+        .stdout(Stdio::from(slave.try_clone()?))
+        .stderr(Stdio::from(slave));
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system
+    // calls on values it owns by copy; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            for sig in [
+                libc::SIGHUP,
+                libc::SIGPIPE,
+                libc::SIGINT,
+                libc::SIGTERM,
+                libc::SIGCHLD,
+            ] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            // Mark, do not close: std's exec-error pipe must survive until exec.
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    Ok(child.id())
+}

@@ -1,0 +1,20 @@
+//! The ptyhub terminal core: everything about terminals, nothing about HTTP.
+//!
+//! - [`holder`]: the per-terminal holder process (PTY, program, event log, socket) and the
+//!   server's launcher for it;
+//! - [`state_dir`]: the resource on disk (`meta.json`, `state`, `events.jsonl`, …);
+//! - [`shell`]: the injected shell integration (OSC 133 marks with a per-terminal nonce);
+//! - [`tracker`]: command tracking from the marks (exec results, exit codes, console records);
+//! - [`plain_text`]: a command's output as clean text (no escape codes);
+//! - [`screen`]: the VT screen (avt) with stateful UTF-8 decoding;
+//! - [`terminal`]: the server-side actor per terminal and its [`terminal::TerminalHandle`];
+//! - [`registry`]: the set of terminals, creation, discovery after a restart, owners;
+//! - [`process`]: facts read from `/proc`.
+
+pub mod holder;
+pub mod plain_text;
+pub mod process;
+pub mod screen;
+pub mod shell;
+pub mod state_dir;
+pub mod tracker;

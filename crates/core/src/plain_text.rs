@@ -1,0 +1,193 @@
+//! A command's output as clean text: what a reader of the terminal would copy, without escape
+//! codes.
+//!
+//! [`PlainText`] is fed the raw PTY bytes of one command as they arrive. It keeps one line of
+//! "cursor" state so carriage-return progress bars, backspaces and erase-in-line end as they
+//! look on screen, turns `\r\n` into `\n`, drops every escape sequence (colours, titles,
+//! shell-integration marks) and decodes UTF-8 across reads (invalid bytes become U+FFFD).
+//! Trailing spaces and tabs are kept, so ordinary text output comes back byte for byte.
+//! Memory is bounded: past [`CAPTURE_MAX_BYTES`] the middle is dropped and counted.
+
+/// Most text kept for one command (head and tail halves).
+pub const CAPTURE_MAX_BYTES: usize = 64 * 1024 * 1024;
+
+pub struct PlainText {
+    parser: vte::Parser,
+    sink: Sink,
+}
+
+#[derive(Default)]
+struct Sink {
+    /// Finished lines, each ending in `\n` (the head, once the cap is reached).
+    head: String,
+    /// Finished lines after the head was frozen, trimmed from the front when too long.
+    tail: String,
+    is_head_frozen: bool,
+    omitted_bytes: u64,
+    line: Vec<char>,
+    col: usize,
+}
+
+impl Default for PlainText {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PlainText {
+    pub fn new() -> Self {
+        Self {
+            parser: vte::Parser::new(),
+            sink: Sink::default(),
+        }
+    }
+
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.parser.advance(&mut self.sink, bytes);
+    }
+
+    /// The text so far, with the unfinished last line.
+    pub fn text(&self) -> String {
+        let s = &self.sink;
+        let mut out = String::with_capacity(s.head.len() + s.tail.len() + s.line.len() + 64);
+        out.push_str(&s.head);
+        if s.omitted_bytes > 0 {
+            out.push_str(&format!(
+                "[... {} bytes of output omitted ...]\n",
+                s.omitted_bytes
+            ));
+        }
+        out.push_str(&s.tail);
+        out.extend(s.line.iter());
+        out
+    }
+
+    /// Whether nothing was printed yet.
+    pub fn is_empty(&self) -> bool {
+        self.sink.head.is_empty() && self.sink.tail.is_empty() && self.sink.line.is_empty()
+    }
+}
+
+impl Sink {
+    fn commit_line(&mut self) {
+        let target = if self.is_head_frozen {
+            &mut self.tail
+        } else {
+            &mut self.head
+        };
+        target.extend(self.line.drain(..));
+        target.push('\n');
+        self.col = 0;
+        if !self.is_head_frozen && self.head.len() > CAPTURE_MAX_BYTES / 2 {
+            self.is_head_frozen = true;
+        } else if self.tail.len() > CAPTURE_MAX_BYTES / 2 {
+            let mut cut = self.tail.len() - CAPTURE_MAX_BYTES / 4;
+            while !self.tail.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.omitted_bytes += cut as u64;
+            self.tail.drain(..cut);
+        }
+    }
+
+    fn put(&mut self, c: char) {
+        if self.col < self.line.len() {
+            self.line[self.col] = c;
+        } else {
+            self.line.resize(self.col, ' ');
+            self.line.push(c);
+        }
+        self.col += 1;
+    }
+}
+
+fn first_param(params: &vte::Params, default: usize) -> usize {
+    params
+        .iter()
+        .next()
+        .and_then(|p| p.first().copied())
+        .map(usize::from)
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
+}
+
+impl vte::Perform for Sink {
+    fn print(&mut self, c: char) {
+        self.put(c);
+    }
+
+    fn execute(&mut self, byte: u8) {
+        match byte {
+            b'\n' | 0x0b | 0x0c => self.commit_line(),
+            b'\r' => self.col = 0,
+            0x08 => self.col = self.col.saturating_sub(1),
+            b'\t' => self.put('\t'),
+            _ => {}
+        }
+    }
+
+    fn csi_dispatch(
+        &mut self,
+        params: &vte::Params,
+        intermediates: &[u8],
+        _ignore: bool,
+        action: char,
+    ) {
+        if !intermediates.is_empty() {
+            return;
+        }
+        match action {
+            'K' => match params
+                .iter()
+                .next()
+                .and_then(|p| p.first().copied())
+                .unwrap_or(0)
+            {
+                0 => self.line.truncate(self.col),
+                1 => {
+                    let end = self.col.min(self.line.len());
+                    self.line[..end].fill(' ');
+                }
+                _ => self.line.clear(),
+            },
+            'C' => self.col += first_param(params, 1),
+            'D' => self.col = self.col.saturating_sub(first_param(params, 1)),
+            'G' => self.col = first_param(params, 1) - 1,
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clean(chunks: &[&[u8]]) -> String {
+        let mut text = PlainText::new();
+        for chunk in chunks {
+            text.feed(chunk);
+        }
+        text.text()
+    }
+
+    #[test]
+    fn colours_and_marks_vanish_and_crlf_becomes_lf() {
+        let out = clean(&[b"\x1b[31mred\x1b[0m  \r\n\x1b]133;D;0;k=x\x07tab\there"]);
+        assert_eq!(out, "red  \ntab\there");
+    }
+
+    #[test]
+    fn progress_bars_end_as_they_look() {
+        assert_eq!(clean(&[b"10%\r50%\r100%\r\n"]), "100%\n");
+        assert_eq!(clean(&[b"abc\x08\x08X\r\n"]), "aXc\n");
+        assert_eq!(clean(&[b"long line\r\x1b[Kshort\n"]), "short\n");
+    }
+
+    #[test]
+    fn utf8_split_across_reads_is_decoded() {
+        let bytes = "héllo 🎉".as_bytes();
+        let (a, b) = bytes.split_at(2);
+        let (b, c) = b.split_at(b.len() - 2);
+        assert_eq!(clean(&[a, b, c]), "héllo 🎉");
+    }
+}

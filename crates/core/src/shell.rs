@@ -1,0 +1,227 @@
+//! Shell integration: the hooks injected into a terminal's shell so that ptyhub knows exactly
+//! when a command starts and ends, and with which exit code (rust-stack.md §4).
+//!
+//! Every mark is an OSC 133 sequence carrying the terminal's secret nonce (`k=<nonce>`), so
+//! output that merely contains `ESC ] 133 ; D` (a `cat` of a log, a nested shell) is ignored:
+//! - `A;k=N` — a prompt starts (the shell is idle);
+//! - `C;k=N` — a command line was accepted and starts running;
+//! - `D;<exit code>;k=N` — that command finished.
+//!
+//! bash gets a generated `--rcfile` (PROMPT_COMMAND at index 0 and a backup at a high index, so
+//! a user assigning `PROMPT_COMMAND=...` keeps the marks; PS0 re-installed at every prompt);
+//! zsh gets a generated `ZDOTDIR` with `precmd`/`preexec` hooks; any other shell is driven as
+//! POSIX `sh` with a `PS1` that reports `$?` and a `C` mark sent in front of each command.
+//! The generated files are 0600 and remove themselves once sourced.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Which integration a terminal's shell got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShellKind {
+    Bash,
+    Zsh,
+    Sh,
+}
+
+impl ShellKind {
+    /// Picks the integration from the program's file name.
+    pub fn of(program: &str) -> Self {
+        let name = Path::new(program)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(program);
+        match name {
+            "bash" => Self::Bash,
+            "zsh" => Self::Zsh,
+            _ => Self::Sh,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Bash => "bash",
+            Self::Zsh => "zsh",
+            Self::Sh => "sh",
+        }
+    }
+
+    pub fn parse(name: &str) -> Self {
+        match name {
+            "bash" => Self::Bash,
+            "zsh" => Self::Zsh,
+            _ => Self::Sh,
+        }
+    }
+
+    /// The bytes that submit `command` at an idle prompt.
+    ///
+    /// bash and zsh get the command as one bracketed paste (multi-line scripts and heredocs
+    /// arrive as one unit) after clearing whatever was typed on the line; `sh` gets a `C` mark
+    /// call in front of the command, since it has no hook that runs before a command.
+    pub fn submission(self, command: &str, bracketed_paste: bool) -> Vec<u8> {
+        let command = command.trim_end_matches(['\n', '\r']);
+        let mut out = Vec::with_capacity(command.len() + 16);
+        match self {
+            Self::Bash | Self::Zsh => {
+                // ^E^U: go to the end of the line and discard it (emacs keymap).
+                out.extend_from_slice(b"\x05\x15");
+                if bracketed_paste {
+                    out.extend_from_slice(b"\x1b[200~");
+                    out.extend_from_slice(command.replace("\x1b[201~", "").as_bytes());
+                    out.extend_from_slice(b"\x1b[201~\r");
+                } else {
+                    out.extend_from_slice(command.as_bytes());
+                    out.push(b'\r');
+                }
+            }
+            Self::Sh => {
+                out.extend_from_slice(b"__ptyhub_c;");
+                out.extend_from_slice(command.as_bytes());
+                out.push(b'\n');
+            }
+        }
+        out
+    }
+}
+
+/// How to start an integrated shell.
+#[derive(Clone, Debug)]
+pub struct ShellLaunch {
+    pub kind: ShellKind,
+    pub program: String,
+    pub args: Vec<String>,
+    /// Variables to add to the shell's environment.
+    pub env: Vec<(String, String)>,
+    /// Files to remove if the shell never starts (they remove themselves otherwise).
+    pub files: Vec<PathBuf>,
+}
+
+/// Writes the integration files for a shell into `scratch` (a private directory) and returns
+/// how to start it. `nonce` must be letters and digits only.
+pub fn prepare(program: &str, nonce: &str, scratch: &Path) -> io::Result<ShellLaunch> {
+    let kind = ShellKind::of(program);
+    let mut launch = ShellLaunch {
+        kind,
+        program: program.to_owned(),
+        args: Vec::new(),
+        env: Vec::new(),
+        files: Vec::new(),
+    };
+    match kind {
+        ShellKind::Bash => {
+            let rc = scratch.join(format!("bashrc-{nonce}"));
+            crate::state_dir::write_atomic(scratch, &file_name(&rc), bash_rc(nonce).as_bytes())?;
+            launch.args = vec!["--rcfile".to_owned(), path_string(&rc)?, "-i".to_owned()];
+            launch.files.push(rc);
+        }
+        ShellKind::Zsh => {
+            let dir = scratch.join(format!("zdotdir-{nonce}"));
+            crate::state_dir::create_private_dir(&dir)?;
+            crate::state_dir::write_atomic(&dir, ".zshrc", zsh_rc(nonce).as_bytes())?;
+            launch.args = vec!["-i".to_owned()];
+            launch.env.push(("ZDOTDIR".to_owned(), path_string(&dir)?));
+            launch.files.push(dir);
+        }
+        ShellKind::Sh => {
+            let rc = scratch.join(format!("shrc-{nonce}"));
+            crate::state_dir::write_atomic(scratch, &file_name(&rc), sh_rc(nonce).as_bytes())?;
+            launch.args = vec!["-i".to_owned()];
+            launch.env.push(("ENV".to_owned(), path_string(&rc)?));
+            launch.files.push(rc);
+        }
+    }
+    Ok(launch)
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn path_string(path: &Path) -> io::Result<String> {
+    path.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| io::Error::other("runtime path is not UTF-8"))
+}
+
+fn bash_rc(nonce: &str) -> String {
+    format!(
+        r#"# ptyhub shell integration (removes itself once read)
+builtin command rm -f -- "${{BASH_SOURCE[0]}}" 2>/dev/null
+[ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
+[ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
+__ptyhub_k='{nonce}'
+__ptyhub_r=0
+__ptyhub_a=0
+__ptyhub_ps0='\e]133;C;k={nonce}\a${{__ptyhub_nil[__ptyhub_r=1,__ptyhub_a=0]-}}'
+__ptyhub_precmd() {{
+  local ec=$?
+  if (( __ptyhub_r )); then __ptyhub_r=0; builtin printf '\e]133;D;%s;k=%s\a' "$ec" "$__ptyhub_k"; fi
+  if (( ! __ptyhub_a )); then __ptyhub_a=1; builtin printf '\e]133;A;k=%s\a' "$__ptyhub_k"; fi
+  case $PS0 in *__ptyhub_r=1*) ;; *) PS0="${{PS0}}${{__ptyhub_ps0}}" ;; esac
+  [[ ${{PROMPT_COMMAND[63]}} == __ptyhub_precmd ]] || PROMPT_COMMAND[63]=__ptyhub_precmd
+  return $ec
+}}
+PS0="${{PS0}}${{__ptyhub_ps0}}"
+PROMPT_COMMAND=(__ptyhub_precmd "${{PROMPT_COMMAND[@]}}")
+PROMPT_COMMAND[63]=__ptyhub_precmd
+"#
+    )
+}
+
+fn zsh_rc(nonce: &str) -> String {
+    format!(
+        r#"# ptyhub shell integration (removes itself once read)
+builtin command rm -rf -- "$ZDOTDIR" 2>/dev/null
+unset ZDOTDIR
+[[ -r "$HOME/.zshrc" ]] && . "$HOME/.zshrc"
+__ptyhub_k='{nonce}'
+__ptyhub_r=0
+__ptyhub_precmd() {{
+  local ec=$?
+  if (( __ptyhub_r )); then __ptyhub_r=0; builtin printf '\e]133;D;%s;k=%s\a' "$ec" "$__ptyhub_k"; fi
+  builtin printf '\e]133;A;k=%s\a' "$__ptyhub_k"
+  return $ec
+}}
+__ptyhub_preexec() {{
+  __ptyhub_r=1
+  builtin printf '\e]133;C;k=%s\a' "$__ptyhub_k"
+}}
+precmd_functions=(__ptyhub_precmd ${{precmd_functions[@]}})
+preexec_functions=(__ptyhub_preexec ${{preexec_functions[@]}})
+"#
+    )
+}
+
+fn sh_rc(nonce: &str) -> String {
+    format!(
+        r#"# ptyhub shell integration (removes itself once read)
+command rm -f -- "$ENV" 2>/dev/null
+unset ENV
+__ptyhub_k='{nonce}'
+__ptyhub_c() {{ printf '\033]133;C;k=%s\007' "$__ptyhub_k"; }}
+PS1='$(printf "\033]133;D;%s;k=%s\007\033]133;A;k=%s\007" "$?" "$__ptyhub_k" "$__ptyhub_k")$ '
+"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_follow_the_program_name() {
+        assert_eq!(ShellKind::of("/bin/bash"), ShellKind::Bash);
+        assert_eq!(ShellKind::of("zsh"), ShellKind::Zsh);
+        assert_eq!(ShellKind::of("/usr/bin/dash"), ShellKind::Sh);
+    }
+
+    #[test]
+    fn a_paste_cannot_be_ended_early_by_the_command() {
+        let bytes = ShellKind::Bash.submission("echo \x1b[201~x\n", true);
+        assert_eq!(bytes, b"\x05\x15\x1b[200~echo x\x1b[201~\r".to_vec());
+    }
+}

@@ -1,0 +1,204 @@
+//! The terminal resource on disk (seed 001, DESIGN.md "The resource on disk").
+//!
+//! ```text
+//! <state>/home/<owner>/agent/<agent>/session/<session>/terminal/<terminal-id>/
+//!   meta.json  state  status  owner  cwd  events.jsonl
+//! ```
+//! This module owns the layout, [`TerminalMeta`] (the `meta.json` record) and the one atomic
+//! write used for every metadata file. It is shared by the holder, which writes the live state,
+//! and the server, which creates the directory and reads it back after a restart.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use ptyhub_protocol::ids::{Name, TerminalId};
+use serde::{Deserialize, Serialize};
+
+/// Name of the append-only event log in a terminal directory.
+pub const EVENTS_FILE: &str = "events.jsonl";
+/// Name of the full metadata record in a terminal directory.
+pub const META_FILE: &str = "meta.json";
+
+/// The lifecycle state written to `state` (and its alias `status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminalState {
+    Created,
+    Running,
+    Exited,
+    Error,
+}
+
+impl TerminalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Running => "running",
+            Self::Exited => "exited",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// `meta.json`: the complete inspectable record of a terminal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TerminalMeta {
+    pub id: TerminalId,
+    pub agent: Name,
+    pub session: Name,
+    pub owner: String,
+    pub cwd: String,
+    pub command: Vec<String>,
+    pub state: TerminalState,
+    /// The holder's unix socket (a locator only: its loss never deletes history).
+    pub socket: String,
+    pub created_at: u64,
+    /// Which start of the program this is; a closed terminal reopened with the same id gets
+    /// the next instance and keeps appending to the same event log.
+    pub instance: u32,
+    pub cols: u16,
+    pub rows: u16,
+    /// The shell flavour the integration was written for (`bash`, `zsh`, `sh`).
+    pub shell: String,
+    #[serde(default)]
+    pub holder_pid: Option<u32>,
+    #[serde(default)]
+    pub pid: Option<u32>,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub signal: Option<i32>,
+    #[serde(default)]
+    pub ended_at: Option<u64>,
+    /// Set when a client closed the terminal (it leaves the live list; history stays).
+    #[serde(default)]
+    pub closed: bool,
+    /// Secret carried by the shell integration's marks, so program output cannot forge them.
+    #[serde(default)]
+    pub integration_nonce: String,
+}
+
+/// The state directory root and its layout.
+#[derive(Clone, Debug)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+impl StateDir {
+    /// Creates the root (mode 0700) if needed.
+    pub fn open(root: impl Into<PathBuf>) -> io::Result<Self> {
+        let root = root.into();
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&root)?;
+        Ok(Self { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The directory of one terminal.
+    pub fn terminal_dir(
+        &self,
+        owner: &str,
+        agent: &Name,
+        session: &Name,
+        id: &TerminalId,
+    ) -> PathBuf {
+        self.root
+            .join("home")
+            .join(owner)
+            .join("agent")
+            .join(agent.as_str())
+            .join("session")
+            .join(session.as_str())
+            .join("terminal")
+            .join(id.as_str())
+    }
+
+    /// Every terminal directory under the root that holds a readable `meta.json`.
+    pub fn discover(&self) -> Vec<(PathBuf, TerminalMeta)> {
+        let mut found = Vec::new();
+        let pattern = ["home", "*", "agent", "*", "session", "*", "terminal", "*"];
+        let mut level = vec![self.root.clone()];
+        for part in pattern {
+            let mut next = Vec::new();
+            for dir in level {
+                if part == "*" {
+                    if let Ok(entries) = fs::read_dir(&dir) {
+                        next.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+                    }
+                } else {
+                    next.push(dir.join(part));
+                }
+            }
+            level = next;
+        }
+        for dir in level {
+            if let Ok(meta) = read_meta(&dir) {
+                found.push((dir, meta));
+            }
+        }
+        found
+    }
+}
+
+/// Reads `meta.json` from a terminal directory.
+pub fn read_meta(dir: &Path) -> io::Result<TerminalMeta> {
+    let text = fs::read(dir.join(META_FILE))?;
+    serde_json::from_slice(&text).map_err(io::Error::other)
+}
+
+/// Writes `meta.json` and its text projections `state`, `status`, `owner` and `cwd`.
+pub fn write_meta(dir: &Path, meta: &TerminalMeta) -> io::Result<()> {
+    let json = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
+    write_atomic(dir, META_FILE, &json)?;
+    write_atomic(
+        dir,
+        "state",
+        format!("{}\n", meta.state.as_str()).as_bytes(),
+    )?;
+    write_atomic(
+        dir,
+        "status",
+        format!("{}\n", meta.state.as_str()).as_bytes(),
+    )?;
+    write_atomic(dir, "owner", format!("{}\n", meta.owner).as_bytes())?;
+    write_atomic(dir, "cwd", format!("{}\n", meta.cwd).as_bytes())
+}
+
+/// Writes `name` in `dir` through a temporary file in the same directory and a rename, so a
+/// reader sees the old content or the new, never a mix.
+pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(contents)?;
+    file.sync_data()?;
+    drop(file);
+    fs::rename(&tmp, dir.join(name))
+}
+
+/// Creates a directory and its parents with mode 0700.
+pub fn create_private_dir(path: &Path) -> io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}

@@ -1,0 +1,531 @@
+//! Command tracking from the shell-integration marks (see [`crate::shell`]).
+//!
+//! [`CommandTracker`] is fed every output byte of a terminal in order. A [`MarkScanner`] finds
+//! the nonce-bearing OSC 133 marks (and the bracketed-paste mode switches) even when a read
+//! splits them; the tracker turns them into the life of each command: submitted (exec wrote
+//! it), running (`C`: the shell accepted it; output from here on is the command's own), and
+//! finished (`D;<code>`, or the shell exiting). Commands a person types are tracked too, so a
+//! terminal is never "idle" while anything runs. Finished commands become console records.
+
+use std::collections::VecDeque;
+
+use serde::Serialize;
+
+use crate::plain_text::PlainText;
+
+/// Console records kept per terminal (DESIGN.md default).
+pub const CONSOLE_HISTORY_MAX: usize = 100;
+/// An OSC longer than this is not a mark; it is passed through as text.
+const MARK_MAX_BYTES: usize = 4096;
+const PASTE_ON: &[u8] = b"\x1b[?2004h";
+const PASTE_OFF: &[u8] = b"\x1b[?2004l";
+
+/// The lifecycle of one command (seed 000's statuses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandStatus {
+    Running,
+    Completed,
+    NoChangeTimeout,
+    HardTimeout,
+    Terminated,
+}
+
+impl CommandStatus {
+    pub fn is_running(self) -> bool {
+        self == Self::Running
+    }
+}
+
+/// A shell-integration mark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    PromptStart,
+    CommandStart,
+    CommandEnd { exit_code: Option<i32> },
+}
+
+/// What a scan of output bytes yields, in order.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Token {
+    Text(Vec<u8>),
+    Mark(Mark),
+    BracketedPaste(bool),
+}
+
+/// Finds marks carrying `nonce` in a byte stream, across read boundaries.
+pub struct MarkScanner {
+    nonce: String,
+    pending: Vec<u8>,
+}
+
+impl MarkScanner {
+    pub fn new(nonce: &str) -> Self {
+        Self {
+            nonce: nonce.to_owned(),
+            pending: Vec::new(),
+        }
+    }
+
+    pub fn scan(&mut self, chunk: &[u8]) -> Vec<Token> {
+        let joined;
+        let data: &[u8] = if self.pending.is_empty() {
+            chunk
+        } else {
+            let mut buf = std::mem::take(&mut self.pending);
+            buf.extend_from_slice(chunk);
+            joined = buf;
+            &joined
+        };
+        let mut tokens = Vec::new();
+        let mut text_start = 0;
+        let mut i = 0;
+        while let Some(offset) = data[i..].iter().position(|&b| b == 0x1b) {
+            let esc = i + offset;
+            let rest = &data[esc..];
+            if rest.len() < 2 {
+                self.hold(&mut tokens, data, text_start, esc);
+                return tokens;
+            }
+            match rest[1] {
+                b']' => match find_osc_end(&rest[2..]) {
+                    Some((body_len, end_len)) => {
+                        let end = esc + 2 + body_len + end_len;
+                        if let Some(mark) = self.parse_mark(&rest[2..2 + body_len]) {
+                            push_text(&mut tokens, &data[text_start..esc]);
+                            tokens.push(Token::Mark(mark));
+                            text_start = end;
+                        }
+                        i = end;
+                    }
+                    None if rest.len() < MARK_MAX_BYTES => {
+                        self.hold(&mut tokens, data, text_start, esc);
+                        return tokens;
+                    }
+                    None => i = esc + 1,
+                },
+                b'[' => {
+                    let is_on = rest.starts_with(PASTE_ON);
+                    if is_on || rest.starts_with(PASTE_OFF) {
+                        push_text(&mut tokens, &data[text_start..esc + PASTE_ON.len()]);
+                        tokens.push(Token::BracketedPaste(is_on));
+                        text_start = esc + PASTE_ON.len();
+                        i = text_start;
+                    } else if rest.len() < PASTE_ON.len()
+                        && (PASTE_ON.starts_with(rest) || PASTE_OFF.starts_with(rest))
+                    {
+                        self.hold(&mut tokens, data, text_start, esc);
+                        return tokens;
+                    } else {
+                        i = esc + 1;
+                    }
+                }
+                _ => i = esc + 1,
+            }
+        }
+        push_text(&mut tokens, &data[text_start..]);
+        tokens
+    }
+
+    /// Emits the text before `from` and keeps the rest for the next chunk.
+    fn hold(&mut self, tokens: &mut Vec<Token>, data: &[u8], text_start: usize, from: usize) {
+        push_text(tokens, &data[text_start..from]);
+        self.pending = data[from..].to_vec();
+    }
+
+    fn parse_mark(&self, body: &[u8]) -> Option<Mark> {
+        let body = std::str::from_utf8(body).ok()?;
+        let mut parts = body.split(';');
+        if parts.next()? != "133" {
+            return None;
+        }
+        let kind = parts.next()?;
+        let params: Vec<&str> = parts.collect();
+        let has_nonce = params
+            .iter()
+            .any(|p| p.strip_prefix("k=").is_some_and(|k| k == self.nonce));
+        if !has_nonce {
+            return None;
+        }
+        match kind {
+            "A" => Some(Mark::PromptStart),
+            "C" => Some(Mark::CommandStart),
+            "D" => Some(Mark::CommandEnd {
+                exit_code: params.first().and_then(|p| p.parse().ok()),
+            }),
+            _ => None,
+        }
+    }
+}
+
+fn push_text(tokens: &mut Vec<Token>, text: &[u8]) {
+    if !text.is_empty() {
+        tokens.push(Token::Text(text.to_vec()));
+    }
+}
+
+/// Length of an OSC body and of its terminator (BEL or ESC \), if complete.
+fn find_osc_end(data: &[u8]) -> Option<(usize, usize)> {
+    for (i, &b) in data.iter().enumerate() {
+        if b == 0x07 {
+            return Some((i, 1));
+        }
+        if b == 0x1b {
+            return (data.get(i + 1) == Some(&b'\\')).then_some((i, 2));
+        }
+    }
+    None
+}
+
+/// Where the shell is, as the marks tell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShellPhase {
+    /// No prompt seen yet.
+    Starting,
+    /// At a prompt: a command can be submitted.
+    Idle,
+    /// A command was written; the shell has not accepted it yet.
+    Submitted,
+    /// A command is running.
+    Running,
+    /// The shell exited.
+    Exited,
+}
+
+/// One command: its text, prompt, status, exit code and output.
+pub struct CommandRecord {
+    pub id: u64,
+    pub command: String,
+    pub ps1: String,
+    pub status: CommandStatus,
+    pub exit_code: Option<i32>,
+    /// Set when ptyhub interrupted the command; the final status once it ends.
+    pub interrupted_as: Option<CommandStatus>,
+    /// Whether it came from exec (rather than typed input).
+    pub is_exec: bool,
+    output: PlainText,
+    /// What the terminal printed between submission and the `C` mark (the echo, or an error
+    /// when the shell refused the line).
+    before_start: PlainText,
+}
+
+impl CommandRecord {
+    pub fn output(&self) -> String {
+        let mut text = self.output.text();
+        if text.ends_with('\n') {
+            text.pop();
+        }
+        text
+    }
+}
+
+/// One finished command as the console history keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConsoleRecord {
+    pub ps1: String,
+    pub command: String,
+    pub output: String,
+}
+
+/// Changes the actor must react to (waking waiters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrackerEvent {
+    Started(u64),
+    Finished(u64),
+}
+
+pub struct CommandTracker {
+    scanner: MarkScanner,
+    phase: ShellPhase,
+    is_bracketed_paste: bool,
+    current: Option<CommandRecord>,
+    console: VecDeque<ConsoleRecord>,
+    next_id: u64,
+}
+
+impl CommandTracker {
+    pub fn new(nonce: &str) -> Self {
+        Self {
+            scanner: MarkScanner::new(nonce),
+            phase: ShellPhase::Starting,
+            is_bracketed_paste: false,
+            current: None,
+            console: VecDeque::new(),
+            next_id: 1,
+        }
+    }
+
+    pub fn phase(&self) -> ShellPhase {
+        self.phase
+    }
+
+    pub fn is_bracketed_paste(&self) -> bool {
+        self.is_bracketed_paste
+    }
+
+    /// The running command, or the last one (until the next starts).
+    pub fn current(&self) -> Option<&CommandRecord> {
+        self.current.as_ref()
+    }
+
+    pub fn current_mut(&mut self) -> Option<&mut CommandRecord> {
+        self.current.as_mut()
+    }
+
+    /// The running command, if one runs.
+    pub fn running(&self) -> Option<&CommandRecord> {
+        self.current.as_ref().filter(|c| c.status.is_running())
+    }
+
+    pub fn console(&self) -> impl Iterator<Item = &ConsoleRecord> {
+        self.console.iter()
+    }
+
+    /// Records that `command` was written to the shell; returns its id.
+    pub fn submit(&mut self, command: &str, ps1: String) -> u64 {
+        let id = self.start_record(command.to_owned(), ps1, true);
+        self.phase = ShellPhase::Submitted;
+        id
+    }
+
+    fn start_record(&mut self, command: String, ps1: String, is_exec: bool) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.current = Some(CommandRecord {
+            id,
+            command,
+            ps1,
+            status: CommandStatus::Running,
+            exit_code: None,
+            interrupted_as: None,
+            is_exec,
+            output: PlainText::new(),
+            before_start: PlainText::new(),
+        });
+        id
+    }
+
+    /// Feeds output bytes; returns what changed.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<TrackerEvent> {
+        let mut events = Vec::new();
+        for token in self.scanner.scan(bytes) {
+            match token {
+                Token::Text(text) => {
+                    if let Some(record) = self.current.as_mut().filter(|c| c.status.is_running()) {
+                        match self.phase {
+                            ShellPhase::Running => record.output.feed(&text),
+                            ShellPhase::Submitted => record.before_start.feed(&text),
+                            _ => {}
+                        }
+                    }
+                }
+                Token::BracketedPaste(on) => self.is_bracketed_paste = on,
+                Token::Mark(Mark::CommandStart) => match self.phase {
+                    ShellPhase::Submitted => {
+                        self.phase = ShellPhase::Running;
+                        if let Some(record) = &self.current {
+                            events.push(TrackerEvent::Started(record.id));
+                        }
+                    }
+                    ShellPhase::Idle | ShellPhase::Starting => {
+                        let id = self.start_record(String::new(), String::new(), false);
+                        self.phase = ShellPhase::Running;
+                        events.push(TrackerEvent::Started(id));
+                    }
+                    ShellPhase::Running | ShellPhase::Exited => {}
+                },
+                Token::Mark(Mark::CommandEnd { exit_code }) => {
+                    if matches!(self.phase, ShellPhase::Running | ShellPhase::Submitted) {
+                        events.extend(self.finish(exit_code, None));
+                    }
+                }
+                Token::Mark(Mark::PromptStart) => {
+                    if self.phase == ShellPhase::Submitted {
+                        // The shell went back to its prompt without running anything: a
+                        // syntax error, or an empty line.
+                        events.extend(self.finish_unstarted());
+                    }
+                    if self.phase != ShellPhase::Exited {
+                        self.phase = ShellPhase::Idle;
+                    }
+                }
+            }
+        }
+        events
+    }
+
+    /// The terminal's program ended: a running command ends with it.
+    pub fn exited(&mut self, exit_code: Option<i32>, signal: Option<i32>) -> Vec<TrackerEvent> {
+        let events = if matches!(self.phase, ShellPhase::Running | ShellPhase::Submitted) {
+            let status = signal.map(|_| CommandStatus::Terminated);
+            self.finish(exit_code, status).into_iter().collect()
+        } else {
+            Vec::new()
+        };
+        self.phase = ShellPhase::Exited;
+        events
+    }
+
+    /// A new instance of the program started (the terminal was reopened).
+    pub fn restarted(&mut self) {
+        self.phase = ShellPhase::Starting;
+    }
+
+    /// Ends the running command by force (it ignored every interrupt).
+    pub fn abandon(&mut self) -> Option<TrackerEvent> {
+        let event = self.finish(None, None);
+        self.phase = ShellPhase::Idle;
+        event
+    }
+
+    fn finish(
+        &mut self,
+        exit_code: Option<i32>,
+        status: Option<CommandStatus>,
+    ) -> Option<TrackerEvent> {
+        let record = self.current.as_mut().filter(|c| c.status.is_running())?;
+        match status.or(record.interrupted_as) {
+            Some(status) => {
+                record.status = status;
+                record.exit_code = None;
+            }
+            None => {
+                record.status = CommandStatus::Completed;
+                record.exit_code = exit_code;
+            }
+        }
+        self.phase = ShellPhase::Idle;
+        let id = record.id;
+        self.archive();
+        Some(TrackerEvent::Finished(id))
+    }
+
+    fn finish_unstarted(&mut self) -> Option<TrackerEvent> {
+        let record = self.current.as_mut().filter(|c| c.status.is_running())?;
+        let echo_lines = record.command.lines().count().max(1);
+        let shown = record.before_start.text();
+        let rest: Vec<&str> = shown.split('\n').skip(echo_lines).collect();
+        let message = rest.join("\n");
+        let is_blank = record.command.trim().is_empty();
+        record.output = PlainText::new();
+        record.output.feed(message.as_bytes());
+        record.status = record.interrupted_as.unwrap_or(CommandStatus::Completed);
+        record.exit_code = match record.interrupted_as {
+            Some(_) => None,
+            None if is_blank => Some(0),
+            None => Some(2),
+        };
+        self.phase = ShellPhase::Idle;
+        let id = record.id;
+        self.archive();
+        Some(TrackerEvent::Finished(id))
+    }
+
+    fn archive(&mut self) {
+        if let Some(record) = &self.current {
+            self.console.push_back(ConsoleRecord {
+                ps1: record.ps1.clone(),
+                command: record.command.clone(),
+                output: record.output(),
+            });
+            while self.console.len() > CONSOLE_HISTORY_MAX {
+                self.console.pop_front();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const N: &str = "n0nce";
+
+    fn mark(kind: &str) -> Vec<u8> {
+        format!("\x1b]133;{kind};k={N}\x07").into_bytes()
+    }
+
+    #[test]
+    fn marks_split_at_every_byte_are_found() {
+        let stream = [b"out".to_vec(), mark("D;7"), b"after".to_vec()].concat();
+        for cut in 0..stream.len() {
+            let mut scanner = MarkScanner::new(N);
+            let mut tokens = scanner.scan(&stream[..cut]);
+            tokens.extend(scanner.scan(&stream[cut..]));
+            let marks: Vec<_> = tokens
+                .iter()
+                .filter_map(|t| match t {
+                    Token::Mark(m) => Some(*m),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                marks,
+                vec![Mark::CommandEnd { exit_code: Some(7) }],
+                "cut at {cut}"
+            );
+            let text: Vec<u8> = tokens
+                .iter()
+                .filter_map(|t| match t {
+                    Token::Text(b) => Some(b.clone()),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            assert_eq!(text, b"outafter".to_vec(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn marks_without_the_nonce_are_plain_output() {
+        let mut tracker = CommandTracker::new(N);
+        tracker.feed(&mark("A"));
+        let id = tracker.submit("cat log", "$ ".to_owned());
+        tracker.feed(&mark("C"));
+        tracker.feed(b"\x1b]133;D;0;k=forged\x07still running\r\n");
+        assert!(tracker.running().is_some());
+        let events = tracker.feed(&[mark("D;0"), mark("A")].concat());
+        assert_eq!(events, vec![TrackerEvent::Finished(id)]);
+        let record = tracker
+            .current()
+            .map(|r| (r.status, r.exit_code, r.output()));
+        assert_eq!(
+            record,
+            Some((
+                CommandStatus::Completed,
+                Some(0),
+                "still running".to_owned()
+            ))
+        );
+    }
+
+    #[test]
+    fn a_typed_command_is_tracked_and_archived() {
+        let mut tracker = CommandTracker::new(N);
+        tracker.feed(&mark("A"));
+        tracker.feed(b"$ sleep 1\r\n");
+        tracker.feed(&mark("C"));
+        assert!(tracker.running().is_some());
+        tracker.feed(&[mark("D;130"), mark("A")].concat());
+        assert_eq!(tracker.phase(), ShellPhase::Idle);
+        assert_eq!(tracker.console().count(), 1);
+    }
+
+    #[test]
+    fn a_line_the_shell_refuses_finishes_with_its_message() {
+        let mut tracker = CommandTracker::new(N);
+        tracker.feed(&mark("A"));
+        tracker.submit("echo )", "$ ".to_owned());
+        tracker.feed(b"echo )\r\nbash: syntax error near unexpected token `)'\r\n");
+        tracker.feed(&mark("A"));
+        let record = tracker.current().map(|r| (r.exit_code, r.output()));
+        assert_eq!(
+            record,
+            Some((
+                Some(2),
+                "bash: syntax error near unexpected token `)'".to_owned()
+            ))
+        );
+    }
+}

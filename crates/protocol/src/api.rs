@@ -1,0 +1,1 @@
+//! REST payloads, filled in below.

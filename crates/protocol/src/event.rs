@@ -1,0 +1,153 @@
+//! The lines of a terminal's `events.jsonl` (seed 001, DESIGN.md "The resource on disk").
+//!
+//! One JSON object a line, `seq` strictly increasing from 1 across every instance of the
+//! terminal. `pty.output` carries the raw PTY bytes as standard base64 in `data_b64`;
+//! `process.exit` carries `exit_code` and `signal`. New types may be added; the meaning of an
+//! existing one never changes, and readers skip types they do not know.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde::{Deserialize, Serialize};
+
+/// A position in a terminal's event log: the `seq` of the last event a reader has seen.
+/// `Seq(0)` means "before the first event".
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Seq(pub u64);
+
+impl Seq {
+    pub const ZERO: Self = Self(0);
+
+    #[must_use]
+    pub fn next(self) -> Self {
+        Self(self.0 + 1)
+    }
+}
+
+impl std::fmt::Display for Seq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// One line of `events.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: Seq,
+    /// Unix time in seconds, with millisecond precision.
+    pub ts: f64,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened. Serialized as the `type` field plus the variant's fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// Bytes the terminal's program wrote, exactly as read from the PTY.
+    #[serde(rename = "pty.output")]
+    Output {
+        #[serde(rename = "data_b64", with = "b64")]
+        data: Vec<u8>,
+    },
+    /// The PTY (and so the screen) changed size. Replaying it keeps the screen faithful.
+    #[serde(rename = "pty.resize")]
+    Resize { cols: u16, rows: u16 },
+    /// A new instance of the terminal's program started (a terminal may be restarted).
+    #[serde(rename = "process.start")]
+    Start {
+        instance: u32,
+        pid: u32,
+        command: Vec<String>,
+        cols: u16,
+        rows: u16,
+    },
+    /// The terminal's top-level process ended.
+    #[serde(rename = "process.exit")]
+    Exit {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// An event type this reader does not know (written by a newer ptyhub).
+    #[serde(other)]
+    Unknown,
+}
+
+/// Serde adapter: bytes as standard base64 text.
+pub mod b64 {
+    use super::B64;
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&B64.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        B64.decode(text.as_bytes())
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Encodes bytes as standard base64 (the encoding of `data_b64`).
+pub fn encode_b64(bytes: &[u8]) -> String {
+    B64.encode(bytes)
+}
+
+/// Decodes standard base64.
+pub fn decode_b64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    B64.decode(text.as_bytes())
+}
+
+/// The current Unix time in seconds with millisecond precision.
+pub fn now_ts() -> f64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (now.as_millis() as f64) / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_event_matches_the_seed_format() {
+        let event = Event {
+            seq: Seq(1),
+            ts: 1735689601.0,
+            kind: EventKind::Output {
+                data: b"cargo build\n".to_vec(),
+            },
+        };
+        let line = serde_json::to_string(&event).unwrap_or_default();
+        assert_eq!(
+            line,
+            r#"{"seq":1,"ts":1735689601.0,"type":"pty.output","data_b64":"Y2FyZ28gYnVpbGQK"}"#
+        );
+        let back: Event = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, event);
+    }
+
+    #[test]
+    fn exit_event_and_unknown_types_parse() {
+        let exit: Event = serde_json::from_str(
+            r#"{"seq":2,"ts":1735689602,"type":"process.exit","exit_code":0}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            exit.kind,
+            EventKind::Exit {
+                exit_code: Some(0),
+                signal: None
+            }
+        );
+        let future: Event = serde_json::from_str(r#"{"seq":3,"ts":1,"type":"pty.future","x":1}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(future.kind, EventKind::Unknown);
+    }
+}

@@ -1,0 +1,126 @@
+//! The holder ↔ server protocol: newline-delimited JSON over the holder's unix socket.
+//!
+//! The server sends [`HolderRequest`]s. The holder answers with [`HolderMessage`]s and, after a
+//! `subscribe`, streams the terminal's event log as the very lines of `events.jsonl`, first the
+//! retained events after the requested `seq` (read back from the file), then live ones, so a
+//! reader that remembers the last `seq` it applied never misses or repeats a byte.
+//!
+//! Flow at a glance:
+//! 1. the server connects and sends `hello` with its version; the holder answers `hello`;
+//! 2. the server sends `subscribe { after_seq }` and reads event lines forever;
+//! 3. at any time the server sends `input`, `resize`, `signal`, `status` or `terminate`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{Event, Seq};
+
+/// Bumped on any incompatible change. A holder refuses a server of another major version.
+pub const HOLDER_PROTOCOL_VERSION: u32 = 1;
+
+/// Longest line either side accepts, so a confused peer cannot make the other allocate without
+/// bound. Input chunks are split by the sender to stay well below it.
+pub const HOLDER_LINE_MAX_BYTES: usize = 8 * 1024 * 1024;
+
+/// A request from the server to a holder.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum HolderRequest {
+    Hello {
+        version: u32,
+    },
+    /// Stream every event with `seq > after_seq`, then live events, until the connection ends.
+    Subscribe {
+        after_seq: Seq,
+    },
+    /// Bytes to write to the PTY, as typed.
+    Input {
+        #[serde(rename = "data_b64", with = "crate::event::b64")]
+        data: Vec<u8>,
+    },
+    Resize {
+        cols: u16,
+        rows: u16,
+    },
+    /// Deliver a signal to the PTY's foreground process group.
+    Signal {
+        signal: i32,
+    },
+    /// Ask for a [`HolderStatus`].
+    Status,
+    /// End the whole process tree, record the exit, and stop the holder.
+    Terminate,
+}
+
+/// A message from a holder that is not an event line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HolderMessage {
+    Hello {
+        version: u32,
+        holder_pid: u32,
+        last_seq: Seq,
+    },
+    Status(HolderStatus),
+    /// The answer to a `signal` request.
+    Signaled {
+        pgid: Option<u32>,
+        program: Option<String>,
+        error: Option<String>,
+    },
+    Error {
+        message: String,
+    },
+}
+
+/// What the holder knows about the live process.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HolderStatus {
+    pub holder_pid: u32,
+    pub child_pid: Option<u32>,
+    /// The PTY's foreground process group (`tcgetpgrp`).
+    pub foreground_pgid: Option<u32>,
+    /// The foreground group leader's program name (`/proc/<pgid>/comm`).
+    pub foreground_program: Option<String>,
+    pub cwd: Option<String>,
+    pub last_seq: Seq,
+    pub exited: bool,
+}
+
+/// One line from a holder: an event of the log, or a control message.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum HolderLine {
+    Event(Event),
+    Message(HolderMessage),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip() {
+        let input = HolderRequest::Input {
+            data: b"ls\r".to_vec(),
+        };
+        let line = serde_json::to_string(&input).unwrap_or_default();
+        assert_eq!(line, r#"{"op":"input","data_b64":"bHMN"}"#);
+        let back: HolderRequest = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, input);
+    }
+
+    #[test]
+    fn event_lines_and_messages_are_told_apart() {
+        let event: HolderLine =
+            serde_json::from_str(r#"{"seq":5,"ts":1.5,"type":"pty.output","data_b64":"aGk="}"#)
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(event, HolderLine::Event(_)));
+        let hello: HolderLine =
+            serde_json::from_str(r#"{"type":"hello","version":1,"holder_pid":9,"last_seq":4}"#)
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            hello,
+            HolderLine::Message(HolderMessage::Hello { .. })
+        ));
+    }
+}
