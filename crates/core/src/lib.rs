@@ -14,7 +14,9 @@
 pub mod holder;
 pub mod plain_text;
 pub mod process;
+pub mod registry;
 pub mod screen;
 pub mod shell;
 pub mod state_dir;
+pub mod terminal;
 pub mod tracker;

@@ -13,6 +13,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+pub use ptyhub_protocol::api::TerminalState;
 use ptyhub_protocol::ids::{Name, TerminalId};
 use serde::{Deserialize, Serialize};
 
@@ -20,27 +21,6 @@ use serde::{Deserialize, Serialize};
 pub const EVENTS_FILE: &str = "events.jsonl";
 /// Name of the full metadata record in a terminal directory.
 pub const META_FILE: &str = "meta.json";
-
-/// The lifecycle state written to `state` (and its alias `status`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TerminalState {
-    Created,
-    Running,
-    Exited,
-    Error,
-}
-
-impl TerminalState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Created => "created",
-            Self::Running => "running",
-            Self::Exited => "exited",
-            Self::Error => "error",
-        }
-    }
-}
 
 /// `meta.json`: the complete inspectable record of a terminal.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

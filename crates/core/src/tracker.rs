@@ -9,6 +9,9 @@
 
 use std::collections::VecDeque;
 
+pub use ptyhub_protocol::api::ConsoleRecord;
+
+pub use ptyhub_protocol::api::CommandStatus;
 use serde::Serialize;
 
 use crate::plain_text::PlainText;
@@ -19,23 +22,6 @@ pub const CONSOLE_HISTORY_MAX: usize = 100;
 const MARK_MAX_BYTES: usize = 4096;
 const PASTE_ON: &[u8] = b"\x1b[?2004h";
 const PASTE_OFF: &[u8] = b"\x1b[?2004l";
-
-/// The lifecycle of one command (seed 000's statuses).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CommandStatus {
-    Running,
-    Completed,
-    NoChangeTimeout,
-    HardTimeout,
-    Terminated,
-}
-
-impl CommandStatus {
-    pub fn is_running(self) -> bool {
-        self == Self::Running
-    }
-}
 
 /// A shell-integration mark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,14 +204,6 @@ impl CommandRecord {
         }
         text
     }
-}
-
-/// One finished command as the console history keeps it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ConsoleRecord {
-    pub ps1: String,
-    pub command: String,
-    pub output: String,
 }
 
 /// Changes the actor must react to (waking waiters).

@@ -1,1 +1,221 @@
-//! REST payloads, filled in below.
+//! REST payloads of the v2 API (`/v2/pty/sessions…`, seed 000) shared by the server, the
+//! client and the tests. Requests are `*Params`, answers `*Response` or plain records;
+//! every answer travels inside the [`Envelope`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::Seq;
+
+/// `{success, message, data}`: the envelope of every successful answer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    pub success: bool,
+    pub message: String,
+    pub data: T,
+}
+
+impl<T> Envelope<T> {
+    pub fn ok(message: impl Into<String>, data: T) -> Self {
+        Self {
+            success: true,
+            message: message.into(),
+            data,
+        }
+    }
+}
+
+/// A terminal's lifecycle state (`state` file; seed 001).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminalState {
+    Created,
+    Running,
+    Exited,
+    Error,
+}
+
+impl TerminalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Running => "running",
+            Self::Exited => "exited",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// The lifecycle of one command (seed 000's statuses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandStatus {
+    Running,
+    Completed,
+    NoChangeTimeout,
+    HardTimeout,
+    Terminated,
+}
+
+impl CommandStatus {
+    pub fn is_running(self) -> bool {
+        self == Self::Running
+    }
+}
+
+/// `POST /v2/pty/sessions`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSessionParams {
+    /// Client-chosen id; an existing id returns the existing terminal.
+    #[serde(default, alias = "session_id")]
+    pub id: Option<String>,
+    /// Absolute working directory (default: the server user's home).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub cols: Option<u16>,
+    #[serde(default)]
+    pub rows: Option<u16>,
+    #[serde(default)]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+    /// The shell to run (a name on `PATH` or an absolute path).
+    #[serde(default)]
+    pub shell: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// One terminal as lists and status show it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TerminalInfo {
+    pub session_id: String,
+    pub agent: String,
+    pub session: String,
+    pub owner: String,
+    pub state: TerminalState,
+    pub working_dir: String,
+    pub cols: u16,
+    pub rows: u16,
+    pub shell: String,
+    pub created_at: u64,
+    /// Unix seconds of the last output or input.
+    pub last_activity: u64,
+    /// The command running now, if any.
+    pub running_command: Option<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub instance: u32,
+    pub last_seq: Seq,
+    pub closed: bool,
+    pub backend: String,
+}
+
+/// `POST …/exec`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ExecParams {
+    pub command: String,
+    /// Return at once with status `running`.
+    #[serde(default, rename = "async", alias = "async_mode")]
+    pub is_async: bool,
+    /// Seconds to wait for the result; the command goes on after it (status `running`).
+    #[serde(default)]
+    pub timeout: Option<f64>,
+    /// Seconds without output before ^C (default 120; only while a call waits).
+    #[serde(default)]
+    pub no_change_timeout: Option<f64>,
+    /// Seconds before ^C whatever happens.
+    #[serde(default)]
+    pub hard_timeout: Option<f64>,
+    /// Keep the first and last 15,000 characters of a longer output (default true).
+    #[serde(default)]
+    pub truncate: Option<bool>,
+    /// Change to this directory first.
+    #[serde(default)]
+    pub exec_dir: Option<String>,
+}
+
+/// One finished command in the console history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsoleRecord {
+    pub ps1: String,
+    pub command: String,
+    pub output: String,
+}
+
+/// The result of exec / wait / screen: one command as it stands.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CommandResult {
+    pub session_id: String,
+    pub command: Option<String>,
+    pub status: CommandStatus,
+    /// The command's own output (only once it is no longer running, for exec).
+    pub output: Option<String>,
+    pub console: Vec<ConsoleRecord>,
+    pub exit_code: Option<i32>,
+}
+
+/// `GET …/screen`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ScreenResponse {
+    pub session_id: String,
+    /// The running command (null between commands).
+    pub command: Option<String>,
+    /// The current (or last) command's status; `completed` when none ran yet.
+    pub status: CommandStatus,
+    /// The current (or last) command's output so far.
+    pub output: String,
+    pub exit_code: Option<i32>,
+    /// The visible rows of the screen.
+    pub screen: Vec<String>,
+    pub cols: u16,
+    pub rows: u16,
+    pub cursor_row: u16,
+    pub cursor_col: u16,
+    pub is_alternate_screen: bool,
+    pub state: TerminalState,
+}
+
+/// `POST …/input`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputParams {
+    pub input: String,
+    #[serde(default)]
+    pub press_enter: bool,
+}
+
+/// `POST …/wait`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WaitParams {
+    #[serde(default)]
+    pub seconds: Option<f64>,
+}
+
+/// `POST …/resize`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResizeParams {
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// `GET …/events?after_seq=&limit=`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EventsResponse {
+    pub session_id: String,
+    pub events: Vec<serde_json::Value>,
+    /// The `seq` to pass as `after_seq` next.
+    pub next_seq: Seq,
+    pub last_seq: Seq,
+    pub has_more: bool,
+}
+
+/// `DELETE …/{id}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CloseResponse {
+    pub session_id: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+}

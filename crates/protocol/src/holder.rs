@@ -44,6 +44,9 @@ pub enum HolderRequest {
     /// Deliver a signal to the PTY's foreground process group.
     Signal {
         signal: i32,
+        /// Do nothing if the foreground group is this one (the shell itself).
+        #[serde(default)]
+        spare_pgid: Option<u32>,
     },
     /// Ask for a [`HolderStatus`].
     Status,

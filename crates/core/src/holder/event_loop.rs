@@ -492,8 +492,8 @@ impl Holder {
                     let _ = self.log.append(EventKind::Resize { cols, rows });
                 }
             }
-            HolderRequest::Signal { signal } => {
-                let message = self.signal_foreground(signal);
+            HolderRequest::Signal { signal, spare_pgid } => {
+                let message = self.signal_foreground(signal, spare_pgid);
                 self.clients[i].send_message(&message);
             }
             HolderRequest::Status => {
@@ -511,8 +511,11 @@ impl Holder {
         u32::try_from(pgid.as_raw_nonzero().get()).ok()
     }
 
-    fn signal_foreground(&self, signal: i32) -> HolderMessage {
-        let Some(pgid) = self.foreground_pgid() else {
+    fn signal_foreground(&self, signal: i32, spare_pgid: Option<u32>) -> HolderMessage {
+        let Some(pgid) = self
+            .foreground_pgid()
+            .filter(|&pgid| Some(pgid) != spare_pgid)
+        else {
             return HolderMessage::Signaled {
                 pgid: None,
                 program: None,

@@ -1,0 +1,424 @@
+//! The set of terminals the server knows, by owner and id: creation (directory, meta, shell
+//! integration, holder), lookup with exact-owner visibility, listing, closing, and rediscovery
+//! from the state directory after a restart.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ptyhub_protocol::api::{CloseResponse, EventsResponse, TerminalInfo, TerminalState};
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::event::Seq;
+use ptyhub_protocol::ids::{Name, TermSize, TerminalId};
+use rand::Rng;
+use tokio::sync::Mutex;
+
+use crate::holder::HolderSpec;
+use crate::holder::launch::HolderLauncher;
+use crate::holder::log::parse_seq_prefix;
+use crate::shell;
+use crate::state_dir::{self, EVENTS_FILE, StateDir, TerminalMeta};
+use crate::terminal::TerminalHandle;
+
+/// Most events one `events` page returns.
+pub const EVENTS_PAGE_MAX: usize = 1000;
+/// Most bytes of events one page returns.
+const EVENTS_PAGE_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// Where things live and how holders start.
+#[derive(Clone, Debug)]
+pub struct RegistryConfig {
+    pub state_dir: StateDir,
+    /// Private directory for holder sockets and integration files (short paths).
+    pub runtime_dir: PathBuf,
+    pub launcher: HolderLauncher,
+}
+
+/// What a client asks for when it creates a terminal.
+#[derive(Clone, Debug, Default)]
+pub struct CreateSpec {
+    pub id: Option<TerminalId>,
+    pub agent: Option<Name>,
+    pub session: Option<Name>,
+    pub cwd: Option<String>,
+    pub size: Option<TermSize>,
+    pub env: BTreeMap<String, String>,
+    pub shell: Option<String>,
+}
+
+struct Entry {
+    handle: TerminalHandle,
+    dir: PathBuf,
+    is_closed: bool,
+}
+
+type Key = (String, TerminalId);
+
+pub struct Registry {
+    config: RegistryConfig,
+    entries: Mutex<HashMap<Key, Entry>>,
+}
+
+impl Registry {
+    pub fn new(config: RegistryConfig) -> std::io::Result<Arc<Self>> {
+        state_dir::create_private_dir(&config.runtime_dir)?;
+        Ok(Arc::new(Self {
+            config,
+            entries: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    pub fn config(&self) -> &RegistryConfig {
+        &self.config
+    }
+
+    /// Finds every terminal in the state directory and follows it again (live ones reattach
+    /// to their holder and rebuild their screen from the log).
+    pub async fn discover(&self) -> usize {
+        let found = self.config.state_dir.discover();
+        let mut entries = self.entries.lock().await;
+        let count = found.len();
+        for (dir, meta) in found {
+            let key = (meta.owner.clone(), meta.id.clone());
+            let is_closed = meta.closed;
+            let handle = TerminalHandle::spawn(dir.clone(), meta);
+            entries.insert(
+                key,
+                Entry {
+                    handle,
+                    dir,
+                    is_closed,
+                },
+            );
+        }
+        count
+    }
+
+    /// A live (not closed) terminal of `owner`.
+    pub async fn get(&self, owner: &str, id: &str) -> Result<TerminalHandle, ApiError> {
+        let id = TerminalId::parse(id).map_err(|_| ApiError::not_found(id))?;
+        let entries = self.entries.lock().await;
+        match entries.get(&(owner.to_owned(), id.clone())) {
+            Some(entry) if !entry.is_closed => Ok(entry.handle.clone()),
+            _ => Err(ApiError::not_found(&id)),
+        }
+    }
+
+    pub async fn list(&self, owner: &str, include_closed: bool) -> Vec<TerminalInfo> {
+        let handles: Vec<TerminalHandle> = {
+            let entries = self.entries.lock().await;
+            entries
+                .iter()
+                .filter(|((o, _), e)| o == owner && (include_closed || !e.is_closed))
+                .map(|(_, e)| e.handle.clone())
+                .collect()
+        };
+        let mut infos = Vec::with_capacity(handles.len());
+        for handle in handles {
+            if let Ok(info) = handle.info().await {
+                infos.push(info);
+            }
+        }
+        infos.sort_by(|a, b| (a.created_at, &a.session_id).cmp(&(b.created_at, &b.session_id)));
+        infos
+    }
+
+    /// Creates a terminal, or returns the live one with the same id. `bool` tells which.
+    pub async fn create(
+        &self,
+        owner: &str,
+        spec: CreateSpec,
+    ) -> Result<(TerminalHandle, bool), ApiError> {
+        let size = spec.size.unwrap_or(TermSize::DEFAULT);
+        let cwd = resolve_cwd(spec.cwd.as_deref())?;
+        let program = resolve_shell(spec.shell.as_deref())?;
+        validate_env(&spec.env)?;
+        let agent = spec.agent.clone().unwrap_or_else(Name::default_name);
+        let session = spec.session.clone().unwrap_or_else(Name::default_name);
+        let id = match (&spec.id, &spec.agent) {
+            (Some(id), _) => id.clone(),
+            (None, Some(_)) => TerminalId::for_agent(&agent, &session)?,
+            (None, None) => TerminalId::parse(&format!("t-{}", random_token(12)))?,
+        };
+
+        let mut entries = self.entries.lock().await;
+        let key = (owner.to_owned(), id.clone());
+        let previous = entries.get(&key);
+        if let Some(entry) = previous.filter(|e| !e.is_closed) {
+            return Ok((entry.handle.clone(), false));
+        }
+        // A closed terminal reopened with the same id: a new instance in the same directory.
+        let (dir, instance, agent, session, created_at) = match previous {
+            Some(entry) => {
+                let old = state_dir::read_meta(&entry.dir)
+                    .map_err(|e| ApiError::internal(format!("cannot read meta.json: {e}")))?;
+                (
+                    entry.dir.clone(),
+                    old.instance + 1,
+                    old.agent,
+                    old.session,
+                    old.created_at,
+                )
+            }
+            None => {
+                let dir = self
+                    .config
+                    .state_dir
+                    .terminal_dir(owner, &agent, &session, &id);
+                (dir, 1, agent, session, state_dir::unix_now())
+            }
+        };
+        state_dir::create_private_dir(&dir)
+            .map_err(|e| ApiError::internal(format!("cannot create {}: {e}", dir.display())))?;
+
+        let nonce = random_token(24);
+        let launch = shell::prepare(&program, &nonce, &self.config.runtime_dir)
+            .map_err(|e| ApiError::internal(format!("cannot write shell integration: {e}")))?;
+        let socket = self
+            .config
+            .runtime_dir
+            .join(format!("h-{}.sock", &nonce[..16]));
+        let mut command = vec![launch.program.clone()];
+        command.extend(launch.args.iter().cloned());
+        let meta = TerminalMeta {
+            id: id.clone(),
+            agent,
+            session,
+            owner: owner.to_owned(),
+            cwd: cwd.clone(),
+            command,
+            state: TerminalState::Created,
+            socket: socket.to_string_lossy().into_owned(),
+            created_at,
+            instance,
+            cols: size.cols,
+            rows: size.rows,
+            shell: launch.kind.as_str().to_owned(),
+            holder_pid: None,
+            pid: None,
+            exit_code: None,
+            signal: None,
+            ended_at: None,
+            closed: false,
+            integration_nonce: nonce,
+        };
+        state_dir::write_meta(&dir, &meta)
+            .map_err(|e| ApiError::internal(format!("cannot write meta.json: {e}")))?;
+        let holder_spec = HolderSpec {
+            dir: dir.clone(),
+            socket,
+            program: launch.program.clone(),
+            args: launch.args.clone(),
+            env: shell_env(&id, &spec.env, &launch.env),
+            cwd: PathBuf::from(&cwd),
+            cols: size.cols,
+            rows: size.rows,
+        };
+        if let Err(error) = self.config.launcher.launch(&holder_spec).await {
+            for file in &launch.files {
+                let _ = std::fs::remove_file(file).or_else(|_| std::fs::remove_dir_all(file));
+            }
+            let mut failed = meta;
+            failed.state = TerminalState::Error;
+            failed.closed = true;
+            let _ = state_dir::write_meta(&dir, &failed);
+            return Err(ApiError::new(
+                ErrorCode::BackendUnavailable,
+                format!("cannot start the terminal: {error}"),
+            ));
+        }
+        let meta = state_dir::read_meta(&dir)
+            .map_err(|e| ApiError::internal(format!("cannot read meta.json: {e}")))?;
+        let handle = TerminalHandle::spawn(dir.clone(), meta);
+        entries.insert(
+            key,
+            Entry {
+                handle: handle.clone(),
+                dir,
+                is_closed: false,
+            },
+        );
+        Ok((handle, true))
+    }
+
+    /// Ends a terminal's processes and takes it off the live list (history stays on disk).
+    pub async fn close(&self, owner: &str, id: &str) -> Result<CloseResponse, ApiError> {
+        let handle = self.get(owner, id).await?;
+        let meta = handle.close().await?;
+        let mut entries = self.entries.lock().await;
+        if let Some(entry) = entries.get_mut(&(owner.to_owned(), meta.id.clone())) {
+            entry.is_closed = true;
+        }
+        Ok(CloseResponse {
+            session_id: meta.id.to_string(),
+            exit_code: meta.exit_code,
+            signal: meta.signal,
+        })
+    }
+
+    /// A page of the event log after `after` (closed terminals included: history stays).
+    pub async fn events(
+        &self,
+        owner: &str,
+        id: &str,
+        after: Seq,
+        limit: usize,
+    ) -> Result<EventsResponse, ApiError> {
+        let parsed = TerminalId::parse(id).map_err(|_| ApiError::not_found(id))?;
+        let dir = {
+            let entries = self.entries.lock().await;
+            entries
+                .get(&(owner.to_owned(), parsed.clone()))
+                .map(|e| e.dir.clone())
+                .ok_or_else(|| ApiError::not_found(id))?
+        };
+        read_events_page(&dir, &parsed, after, limit.clamp(1, EVENTS_PAGE_MAX))
+    }
+}
+
+fn read_events_page(
+    dir: &Path,
+    id: &TerminalId,
+    after: Seq,
+    limit: usize,
+) -> Result<EventsResponse, ApiError> {
+    let text = std::fs::read(dir.join(EVENTS_FILE))
+        .map_err(|e| ApiError::internal(format!("cannot read the event log: {e}")))?;
+    let mut events = Vec::new();
+    let mut bytes = 0;
+    let mut next_seq = after;
+    let mut last_seq = Seq::ZERO;
+    let mut has_more = false;
+    for line in text.split(|&b| b == b'\n') {
+        let Some(seq) = parse_seq_prefix(line) else {
+            continue;
+        };
+        last_seq = seq;
+        if seq <= after {
+            continue;
+        }
+        if events.len() >= limit || bytes + line.len() > EVENTS_PAGE_MAX_BYTES && !events.is_empty()
+        {
+            has_more = true;
+            continue;
+        }
+        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) {
+            bytes += line.len();
+            events.push(value);
+            next_seq = seq;
+        }
+    }
+    Ok(EventsResponse {
+        session_id: id.to_string(),
+        events,
+        next_seq,
+        last_seq,
+        has_more,
+    })
+}
+
+/// A random token of letters and digits.
+pub fn random_token(len: usize) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    (0..len)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+fn resolve_cwd(cwd: Option<&str>) -> Result<String, ApiError> {
+    let cwd = match cwd {
+        Some(cwd) => cwd.to_owned(),
+        None => std::env::var("HOME").unwrap_or_else(|_| "/".to_owned()),
+    };
+    let path = Path::new(&cwd);
+    if !path.is_absolute() {
+        return Err(ApiError::invalid(format!(
+            "cwd must be an absolute path, not {cwd:?}"
+        )));
+    }
+    if !path.is_dir() {
+        return Err(ApiError::invalid(format!(
+            "cwd {cwd:?} is not an existing directory"
+        )));
+    }
+    Ok(cwd)
+}
+
+/// The shell to run: the one asked for (on `PATH` or absolute), else the user's login shell,
+/// else `bash`, else `sh`.
+fn resolve_shell(shell: Option<&str>) -> Result<String, ApiError> {
+    if let Some(shell) = shell {
+        return find_program(shell).ok_or_else(|| {
+            ApiError::invalid(format!("shell {shell:?} is not an executable program"))
+        });
+    }
+    login_shell()
+        .and_then(|s| find_program(&s))
+        .or_else(|| find_program("bash"))
+        .or_else(|| find_program("sh"))
+        .ok_or_else(|| ApiError::new(ErrorCode::BackendUnavailable, "no shell found"))
+}
+
+fn find_program(name: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exec = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        let path = Path::new(name);
+        return (path.is_absolute() && is_exec(path)).then(|| name.to_owned());
+    }
+    if name.is_empty() {
+        return None;
+    }
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".to_owned());
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| is_exec(p))
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+fn login_shell() -> Option<String> {
+    let uid = rustix::process::getuid().as_raw().to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() >= 7 && fields[2] == uid && !fields[6].is_empty())
+            .then(|| fields[6].to_owned())
+    })
+}
+
+fn validate_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    for (key, value) in env {
+        let key_ok = !key.is_empty() && !key.contains(['=', '\0']) && key.len() <= 1024;
+        if !key_ok || value.contains('\0') || value.len() > 128 * 1024 {
+            return Err(ApiError::invalid(format!(
+                "invalid environment variable {:?}",
+                ptyhub_protocol::ids::truncate_for_message(key)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The shell's environment: the server's own without ptyhub's settings, a capable `TERM`, the
+/// integration's variables, and the client's.
+fn shell_env(
+    id: &TerminalId,
+    extra: &BTreeMap<String, String>,
+    integration: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut env: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| !k.starts_with("PTYHUB_") && k != "ZDOTDIR" && k != "ENV")
+        .collect();
+    env.insert("TERM".to_owned(), "xterm-256color".to_owned());
+    env.insert("COLORTERM".to_owned(), "truecolor".to_owned());
+    env.entry("LANG".to_owned())
+        .or_insert_with(|| "C.UTF-8".to_owned());
+    env.insert("PTYHUB_TERMINAL_ID".to_owned(), id.to_string());
+    env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.extend(integration.iter().cloned());
+    env.into_iter().collect()
+}

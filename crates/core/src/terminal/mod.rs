@@ -1,0 +1,677 @@
+//! The server-side life of one terminal: an actor task that owns its screen and command
+//! tracker, and the cheap [`TerminalHandle`] everyone else uses.
+//!
+//! The actor applies the terminal's events in `seq` order, from its holder (live) or from the
+//! log file (a terminal whose holder is gone). Because a freshly started actor always
+//! subscribes from `seq` 0, rebuilding the screen after a server restart is the same code path
+//! as following a new terminal.
+//!
+//! Flow at a glance (exec):
+//! 1. [`TerminalHandle::exec`] asks the actor; it refuses with `BUSY` while a command runs,
+//!    waits for the first prompt of a new shell, then writes the command as the shell's
+//!    integration wants it and answers with the command id;
+//! 2. output is fed to the screen and the tracker; the tracker's `D` mark finishes the command;
+//! 3. [`TerminalHandle::wait_command`] resolves when the command ends; timeouts that press ^C
+//!    (`hard_timeout`, `no_change_timeout`) are the actor's own timers.
+
+mod link;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ptyhub_protocol::api::{
+    CommandResult, CommandStatus, ScreenResponse, TerminalInfo, TerminalState,
+};
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::event::{EventKind, Seq};
+use ptyhub_protocol::holder::{HolderLine, HolderMessage, HolderRequest};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::holder::log::read_events;
+use crate::screen::Screen;
+use crate::shell::ShellKind;
+use crate::state_dir::{self, EVENTS_FILE, TerminalMeta};
+use crate::tracker::{CommandTracker, ShellPhase, TrackerEvent};
+pub use link::HolderLink;
+
+/// Requests queued per terminal; senders wait when it is full.
+const REQUESTS_QUEUED: usize = 64;
+/// How long an exec on a new shell waits for its first prompt.
+const FIRST_PROMPT_TIMEOUT: Duration = Duration::from_secs(20);
+/// After ^C, a command gets this long before its process group is killed.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
+/// How long a close waits for the holder to record the exit.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Signals that must never reach the shell itself when escalating an interrupt.
+const SIGKILL: i32 = 9;
+
+/// What exec asks of the actor.
+#[derive(Clone, Debug, Default)]
+pub struct ExecRequest {
+    pub command: String,
+    pub hard_timeout: Option<Duration>,
+    pub no_change_timeout: Option<Duration>,
+}
+
+enum Request {
+    Info(oneshot::Sender<TerminalInfo>),
+    Exec(ExecRequest, oneshot::Sender<Result<u64, ApiError>>),
+    /// Resolves once command `id` (or the running one) is no longer running.
+    Wait(Option<u64>, oneshot::Sender<CommandResult>),
+    Result(Option<u64>, oneshot::Sender<CommandResult>),
+    Screen(oneshot::Sender<ScreenResponse>),
+    Input(Vec<u8>, oneshot::Sender<Result<(), ApiError>>),
+    Resize(u16, u16, oneshot::Sender<Result<(), ApiError>>),
+    Close(oneshot::Sender<Result<TerminalMeta, ApiError>>),
+}
+
+/// A cheap, cloneable reference to a terminal's actor.
+#[derive(Clone)]
+pub struct TerminalHandle {
+    tx: mpsc::Sender<Request>,
+    seq: watch::Receiver<Seq>,
+}
+
+impl TerminalHandle {
+    /// Starts the actor for a terminal directory. With a socket, it follows the live holder;
+    /// without one (or if the holder is gone), it replays the log file.
+    pub fn spawn(dir: PathBuf, meta: TerminalMeta) -> Self {
+        let (tx, rx) = mpsc::channel(REQUESTS_QUEUED);
+        let (seq_tx, seq) = watch::channel(Seq::ZERO);
+        let actor = Actor::new(dir, meta, seq_tx);
+        tokio::spawn(actor.run(rx));
+        Self { tx, seq }
+    }
+
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Request,
+    ) -> Result<T, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(make(reply))
+            .await
+            .map_err(|_| ApiError::internal("terminal actor is gone"))?;
+        answer
+            .await
+            .map_err(|_| ApiError::internal("terminal actor dropped the request"))
+    }
+
+    pub async fn info(&self) -> Result<TerminalInfo, ApiError> {
+        self.ask(Request::Info).await
+    }
+
+    /// Submits a command; answers with its id once the shell has it.
+    pub async fn exec(&self, request: ExecRequest) -> Result<u64, ApiError> {
+        self.ask(|reply| Request::Exec(request, reply)).await?
+    }
+
+    /// Waits until the command is no longer running, or `limit` passes; then reports it.
+    pub async fn wait_command(
+        &self,
+        id: Option<u64>,
+        limit: Option<Duration>,
+    ) -> Result<CommandResult, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Request::Wait(id, reply))
+            .await
+            .map_err(|_| ApiError::internal("terminal actor is gone"))?;
+        let finished = match limit {
+            Some(limit) => tokio::time::timeout(limit, answer).await.ok(),
+            None => Some(answer.await),
+        };
+        match finished {
+            Some(Ok(result)) => Ok(result),
+            _ => self.command_result(id).await,
+        }
+    }
+
+    /// The command as it stands now.
+    pub async fn command_result(&self, id: Option<u64>) -> Result<CommandResult, ApiError> {
+        self.ask(|reply| Request::Result(id, reply)).await
+    }
+
+    pub async fn screen(&self) -> Result<ScreenResponse, ApiError> {
+        self.ask(Request::Screen).await
+    }
+
+    pub async fn input(&self, data: Vec<u8>) -> Result<(), ApiError> {
+        self.ask(|reply| Request::Input(data, reply)).await?
+    }
+
+    pub async fn resize(&self, cols: u16, rows: u16) -> Result<(), ApiError> {
+        self.ask(|reply| Request::Resize(cols, rows, reply)).await?
+    }
+
+    /// Ends the whole process tree and marks the terminal closed; its history stays.
+    pub async fn close(&self) -> Result<TerminalMeta, ApiError> {
+        self.ask(Request::Close).await?
+    }
+
+    /// The last applied `seq`; changes wake watchers.
+    pub fn seq(&self) -> watch::Receiver<Seq> {
+        self.seq.clone()
+    }
+}
+
+struct PendingExec {
+    request: ExecRequest,
+    reply: oneshot::Sender<Result<u64, ApiError>>,
+    since: Instant,
+}
+
+/// Timers of the running command.
+#[derive(Default)]
+struct CommandTimers {
+    hard_deadline: Option<Instant>,
+    no_change: Option<Duration>,
+    interrupted_at: Option<Instant>,
+    killed_at: Option<Instant>,
+}
+
+struct Actor {
+    dir: PathBuf,
+    meta: TerminalMeta,
+    kind: ShellKind,
+    screen: Screen,
+    tracker: CommandTracker,
+    last_seq: Seq,
+    seq_tx: watch::Sender<Seq>,
+    link: Option<HolderLink>,
+    lines: Option<mpsc::Receiver<HolderLine>>,
+    is_exited: bool,
+    pending_exec: Option<PendingExec>,
+    waiters: Vec<(u64, oneshot::Sender<CommandResult>)>,
+    closers: Vec<oneshot::Sender<Result<TerminalMeta, ApiError>>>,
+    close_started: Option<Instant>,
+    timers: CommandTimers,
+    last_output_at: Instant,
+    last_activity: u64,
+}
+
+impl Actor {
+    fn new(dir: PathBuf, meta: TerminalMeta, seq_tx: watch::Sender<Seq>) -> Self {
+        Self {
+            kind: ShellKind::parse(&meta.shell),
+            screen: Screen::new(meta.cols, meta.rows),
+            tracker: CommandTracker::new(&meta.integration_nonce),
+            dir,
+            last_activity: meta.created_at,
+            meta,
+            last_seq: Seq::ZERO,
+            seq_tx,
+            link: None,
+            lines: None,
+            is_exited: false,
+            pending_exec: None,
+            waiters: Vec::new(),
+            closers: Vec::new(),
+            close_started: None,
+            timers: CommandTimers::default(),
+            last_output_at: Instant::now(),
+        }
+    }
+
+    async fn run(mut self, mut requests: mpsc::Receiver<Request>) {
+        self.attach().await;
+        loop {
+            let deadline = self.next_deadline();
+            tokio::select! {
+                line = recv_line(&mut self.lines) => match line {
+                    Some(line) => self.apply_line(line).await,
+                    None => self.holder_gone().await,
+                },
+                request = requests.recv() => match request {
+                    Some(request) => self.handle(request).await,
+                    None => break,
+                },
+                () = sleep_until(deadline) => self.on_timer().await,
+            }
+        }
+    }
+
+    /// Connects to the live holder, or replays the log of a terminal without one.
+    async fn attach(&mut self) {
+        if self.meta.state == TerminalState::Running && !self.meta.closed {
+            match HolderLink::connect(std::path::Path::new(&self.meta.socket), Seq::ZERO).await {
+                Ok((link, lines)) => {
+                    self.link = Some(link);
+                    self.lines = Some(lines);
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(id = %self.meta.id, %error, "holder unreachable; replaying its log");
+                }
+            }
+        }
+        self.replay_file();
+        self.mark_gone_if_running();
+    }
+
+    fn replay_file(&mut self) {
+        let mut events = Vec::new();
+        let path = self.dir.join(EVENTS_FILE);
+        if let Err(error) = read_events(&path, self.last_seq, |event| events.push(event)) {
+            tracing::warn!(path = %path.display(), %error, "cannot read event log");
+        }
+        for event in events {
+            self.apply_event(event.seq, event.ts, event.kind);
+        }
+    }
+
+    /// A `running` terminal whose holder cannot be reached is in error (its files stay).
+    fn mark_gone_if_running(&mut self) {
+        if !self.is_exited && self.meta.state == TerminalState::Running {
+            self.meta.state = TerminalState::Error;
+            self.meta.ended_at = Some(state_dir::unix_now());
+            if let Err(error) = state_dir::write_meta(&self.dir, &self.meta) {
+                tracing::warn!(%error, "cannot write meta.json");
+            }
+        }
+        self.is_exited = true;
+        self.fail_pending_exec();
+        let events = self.tracker.exited(None, None);
+        self.notify(&events);
+    }
+
+    async fn holder_gone(&mut self) {
+        self.link = None;
+        self.lines = None;
+        if let Ok(meta) = state_dir::read_meta(&self.dir) {
+            self.meta.state = meta.state;
+            self.meta.cwd = meta.cwd;
+            self.meta.exit_code = meta.exit_code;
+            self.meta.signal = meta.signal;
+            self.meta.ended_at = meta.ended_at;
+        }
+        // Pick up anything the holder wrote after the stream ended.
+        self.replay_file();
+        self.mark_gone_if_running();
+        self.finish_closing();
+    }
+
+    async fn apply_line(&mut self, line: HolderLine) {
+        match line {
+            HolderLine::Event(event) => self.apply_event(event.seq, event.ts, event.kind),
+            HolderLine::Message(HolderMessage::Error { message }) => {
+                tracing::warn!(id = %self.meta.id, %message, "holder error");
+            }
+            HolderLine::Message(_) => {}
+        }
+        if self.tracker.phase() == ShellPhase::Idle
+            && let Some(pending) = self.pending_exec.take()
+        {
+            let outcome = self.submit(pending.request).await;
+            let _ = pending.reply.send(outcome);
+        }
+    }
+
+    fn apply_event(&mut self, seq: Seq, ts: f64, kind: EventKind) {
+        if seq <= self.last_seq {
+            return;
+        }
+        self.last_seq = seq;
+        match kind {
+            EventKind::Output { data } => {
+                self.screen.feed(&data);
+                let events = self.tracker.feed(&data);
+                self.last_output_at = Instant::now();
+                self.last_activity = ts as u64;
+                self.notify(&events);
+            }
+            EventKind::Resize { cols, rows } => {
+                self.screen.resize(cols, rows);
+                self.meta.cols = cols;
+                self.meta.rows = rows;
+            }
+            EventKind::Start {
+                instance,
+                pid,
+                cols,
+                rows,
+                ..
+            } => {
+                self.is_exited = false;
+                self.meta.instance = instance;
+                self.meta.pid = Some(pid);
+                self.screen.resize(cols, rows);
+                self.tracker.restarted();
+            }
+            EventKind::Exit { exit_code, signal } => {
+                self.is_exited = true;
+                self.meta.exit_code = exit_code;
+                self.meta.signal = signal;
+                self.meta.state = TerminalState::Exited;
+                let events = self.tracker.exited(exit_code, signal);
+                self.notify(&events);
+                self.fail_pending_exec();
+            }
+            _ => {}
+        }
+        let _ = self.seq_tx.send(seq);
+    }
+
+    fn notify(&mut self, events: &[TrackerEvent]) {
+        for event in events {
+            if let TrackerEvent::Finished(id) = *event {
+                self.timers = CommandTimers::default();
+                let waiters = std::mem::take(&mut self.waiters);
+                for (wanted, reply) in waiters {
+                    if wanted == id {
+                        let _ = reply.send(self.command_result(Some(id)));
+                    } else {
+                        self.waiters.push((wanted, reply));
+                    }
+                }
+            }
+        }
+    }
+
+    fn fail_pending_exec(&mut self) {
+        if let Some(pending) = self.pending_exec.take() {
+            let _ = pending.reply.send(Err(not_running(&self.meta)));
+        }
+    }
+
+    async fn handle(&mut self, request: Request) {
+        match request {
+            Request::Info(reply) => {
+                let _ = reply.send(self.info());
+            }
+            Request::Exec(request, reply) => self.exec(request, reply).await,
+            Request::Wait(id, reply) => {
+                let running = self.tracker.running().map(|c| c.id);
+                match running.filter(|&r| id.is_none_or(|id| id == r)) {
+                    Some(running) => self.waiters.push((running, reply)),
+                    None => {
+                        let _ = reply.send(self.command_result(id));
+                    }
+                }
+            }
+            Request::Result(id, reply) => {
+                let _ = reply.send(self.command_result(id));
+            }
+            Request::Screen(reply) => {
+                let _ = reply.send(self.screen_response());
+            }
+            Request::Input(data, reply) => {
+                let outcome = self.write_input(&data).await;
+                let _ = reply.send(outcome);
+            }
+            Request::Resize(cols, rows, reply) => {
+                let outcome = match self.link.as_mut() {
+                    Some(link) => link
+                        .send(&HolderRequest::Resize { cols, rows })
+                        .await
+                        .map_err(|e| ApiError::internal(format!("holder link: {e}"))),
+                    None => Err(not_running(&self.meta)),
+                };
+                let _ = reply.send(outcome);
+            }
+            Request::Close(reply) => self.close(reply).await,
+        }
+    }
+
+    async fn exec(&mut self, request: ExecRequest, reply: oneshot::Sender<Result<u64, ApiError>>) {
+        if self.is_exited || self.link.is_none() {
+            let _ = reply.send(Err(not_running(&self.meta)));
+            return;
+        }
+        let is_busy = self.pending_exec.is_some()
+            || matches!(
+                self.tracker.phase(),
+                ShellPhase::Running | ShellPhase::Submitted
+            );
+        if is_busy {
+            let _ = reply.send(Err(ApiError::new(
+                ErrorCode::Busy,
+                "Session already has a running command",
+            )));
+            return;
+        }
+        if self.tracker.phase() == ShellPhase::Starting {
+            self.pending_exec = Some(PendingExec {
+                request,
+                reply,
+                since: Instant::now(),
+            });
+            return;
+        }
+        let outcome = self.submit(request).await;
+        let _ = reply.send(outcome);
+    }
+
+    async fn submit(&mut self, request: ExecRequest) -> Result<u64, ApiError> {
+        let bytes = self
+            .kind
+            .submission(&request.command, self.tracker.is_bracketed_paste());
+        let ps1 = self.screen.text_before_cursor();
+        let id = self.tracker.submit(&request.command, ps1);
+        self.timers = CommandTimers {
+            hard_deadline: request.hard_timeout.map(|t| Instant::now() + t),
+            no_change: request.no_change_timeout,
+            ..CommandTimers::default()
+        };
+        self.last_output_at = Instant::now();
+        self.last_activity = state_dir::unix_now();
+        self.write_input(&bytes).await?;
+        Ok(id)
+    }
+
+    async fn write_input(&mut self, data: &[u8]) -> Result<(), ApiError> {
+        if self.is_exited {
+            return Err(not_running(&self.meta));
+        }
+        let Some(link) = self.link.as_mut() else {
+            return Err(not_running(&self.meta));
+        };
+        self.last_activity = state_dir::unix_now();
+        link.input(data)
+            .await
+            .map_err(|e| ApiError::new(ErrorCode::SessionNotRunning, format!("holder link: {e}")))
+    }
+
+    async fn close(&mut self, reply: oneshot::Sender<Result<TerminalMeta, ApiError>>) {
+        self.closers.push(reply);
+        self.close_started.get_or_insert_with(Instant::now);
+        match self.link.as_mut() {
+            Some(link) if !self.is_exited || self.lines.is_some() => {
+                if link.send(&HolderRequest::Terminate).await.is_err() {
+                    self.holder_gone().await;
+                }
+            }
+            _ => self.finish_closing(),
+        }
+    }
+
+    /// Marks the terminal closed once its holder is gone, and answers the closers.
+    fn finish_closing(&mut self) {
+        if self.closers.is_empty() || self.lines.is_some() {
+            return;
+        }
+        self.meta.closed = true;
+        if let Err(error) = state_dir::write_meta(&self.dir, &self.meta) {
+            tracing::warn!(%error, "cannot write meta.json");
+        }
+        self.close_started = None;
+        for reply in self.closers.drain(..) {
+            let _ = reply.send(Ok(self.meta.clone()));
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let mut deadlines = Vec::new();
+        if let Some(pending) = &self.pending_exec {
+            deadlines.push(pending.since + FIRST_PROMPT_TIMEOUT);
+        }
+        if self.tracker.running().is_some() {
+            let t = &self.timers;
+            if let Some(at) = t.killed_at {
+                deadlines.push(at + INTERRUPT_GRACE);
+            } else if let Some(at) = t.interrupted_at {
+                deadlines.push(at + INTERRUPT_GRACE);
+            } else {
+                deadlines.extend(t.hard_deadline);
+                deadlines.extend(t.no_change.map(|d| self.last_output_at + d));
+            }
+        }
+        if let Some(at) = self.close_started {
+            deadlines.push(at + CLOSE_TIMEOUT);
+        }
+        deadlines.into_iter().min()
+    }
+
+    async fn on_timer(&mut self) {
+        let now = Instant::now();
+        if self
+            .close_started
+            .is_some_and(|at| now >= at + CLOSE_TIMEOUT)
+        {
+            // The holder did not end in time: end it and everything under it.
+            self.close_started = None;
+            if let Some(holder) = self.meta.holder_pid {
+                for pid in crate::process::descendants(holder)
+                    .into_iter()
+                    .chain([holder])
+                {
+                    // SAFETY: kill(2) with a pid read from /proc; a stale pid yields ESRCH.
+                    unsafe {
+                        libc::kill(pid as i32, libc::SIGKILL);
+                    }
+                }
+            }
+            self.holder_gone().await;
+        }
+        if let Some(pending) = self
+            .pending_exec
+            .take_if(|p| now >= p.since + FIRST_PROMPT_TIMEOUT)
+        {
+            let _ = pending.reply.send(Err(ApiError::new(
+                ErrorCode::Timeout,
+                "the shell did not show a prompt in time",
+            )));
+        }
+        if self.tracker.running().is_none() {
+            return;
+        }
+        let t = &self.timers;
+        if let Some(killed_at) = t.killed_at {
+            if now >= killed_at + INTERRUPT_GRACE {
+                // Nothing ended it: stop tracking it so the terminal is usable again.
+                let events: Vec<_> = self.tracker.abandon().into_iter().collect();
+                self.notify(&events);
+            }
+        } else if let Some(interrupted_at) = t.interrupted_at {
+            if now >= interrupted_at + INTERRUPT_GRACE {
+                self.timers.killed_at = Some(now);
+                let spare = self.meta.pid;
+                if let Some(link) = self.link.as_mut() {
+                    let _ = link
+                        .send(&HolderRequest::Signal {
+                            signal: SIGKILL,
+                            spare_pgid: spare,
+                        })
+                        .await;
+                }
+            }
+        } else if t.hard_deadline.is_some_and(|d| now >= d) {
+            self.interrupt(CommandStatus::HardTimeout).await;
+        } else if t.no_change.is_some_and(|d| now >= self.last_output_at + d) {
+            self.interrupt(CommandStatus::NoChangeTimeout).await;
+        }
+    }
+
+    /// Presses ^C for a timeout; the command's final status is `status`.
+    async fn interrupt(&mut self, status: CommandStatus) {
+        if let Some(record) = self.tracker.current_mut() {
+            record.interrupted_as = Some(status);
+        }
+        self.timers.interrupted_at = Some(Instant::now());
+        let _ = self.write_input(b"\x03").await;
+    }
+
+    fn command_result(&self, id: Option<u64>) -> CommandResult {
+        let record = self
+            .tracker
+            .current()
+            .filter(|c| id.is_none_or(|id| id == c.id));
+        let status = record.map_or(CommandStatus::Completed, |c| c.status);
+        CommandResult {
+            session_id: self.meta.id.to_string(),
+            command: record.map(|c| c.command.clone()),
+            status,
+            output: record
+                .filter(|c| !c.status.is_running())
+                .map(|c| c.output()),
+            console: self.tracker.console().cloned().collect(),
+            exit_code: record.and_then(|c| c.exit_code),
+        }
+    }
+
+    fn screen_response(&self) -> ScreenResponse {
+        let view = self.screen.view();
+        let record = self.tracker.current();
+        ScreenResponse {
+            session_id: self.meta.id.to_string(),
+            command: self.tracker.running().map(|c| c.command.clone()),
+            status: record.map_or(CommandStatus::Completed, |c| c.status),
+            output: record.map(|c| c.output()).unwrap_or_default(),
+            exit_code: record.and_then(|c| c.exit_code),
+            screen: view.lines,
+            cols: view.cols,
+            rows: view.rows,
+            cursor_row: view.cursor_row,
+            cursor_col: view.cursor_col,
+            is_alternate_screen: view.is_alternate_screen,
+            state: self.meta.state,
+        }
+    }
+
+    fn info(&self) -> TerminalInfo {
+        let m = &self.meta;
+        TerminalInfo {
+            session_id: m.id.to_string(),
+            agent: m.agent.to_string(),
+            session: m.session.to_string(),
+            owner: m.owner.clone(),
+            state: m.state,
+            working_dir: state_dir::read_meta(&self.dir)
+                .map(|d| d.cwd)
+                .unwrap_or_else(|_| m.cwd.clone()),
+            cols: m.cols,
+            rows: m.rows,
+            shell: m.shell.clone(),
+            created_at: m.created_at,
+            last_activity: self.last_activity,
+            running_command: self.tracker.running().map(|c| c.command.clone()),
+            exit_code: m.exit_code,
+            signal: m.signal,
+            instance: m.instance,
+            last_seq: self.last_seq,
+            closed: m.closed,
+            backend: "native".to_owned(),
+        }
+    }
+}
+
+fn not_running(meta: &TerminalMeta) -> ApiError {
+    ApiError::new(
+        ErrorCode::SessionNotRunning,
+        format!("session {} is not running (its program exited)", meta.id),
+    )
+}
+
+async fn recv_line(lines: &mut Option<mpsc::Receiver<HolderLine>>) -> Option<HolderLine> {
+    match lines {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
