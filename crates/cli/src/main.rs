@@ -1,1 +1,188 @@
-fn main() {}
+//! The one `ptyhub` binary: `serve`, the `terminal` client commands over the local socket, and
+//! the hidden `holder` entry that every terminal's holder process runs.
+
+mod paths;
+mod terminal_cmd;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use ptyhub_core::holder::launch::HolderLauncher;
+use ptyhub_core::registry::{Registry, RegistryConfig};
+use ptyhub_core::state_dir::StateDir;
+use ptyhub_server::{Server, ServerConfig};
+use tokio_util::sync::CancellationToken;
+
+/// Default HTTP listen address (DESIGN.md).
+const LISTEN_DEFAULT: &str = "127.0.0.1:18091";
+/// After a stop signal, open requests get this long to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
+#[derive(Parser)]
+#[command(
+    name = "ptyhub",
+    version,
+    about = "Persistent terminals for AI agents and the people who watch them"
+)]
+struct Cli {
+    /// The server's local socket (default: <runtime dir>/server.sock).
+    #[arg(long, global = true, env = "PTYHUB_SOCKET")]
+    socket: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (HTTP on 127.0.0.1:18091 and the local socket).
+    Serve(ServeArgs),
+    /// Work with terminals through the local server.
+    #[command(subcommand)]
+    Terminal(terminal_cmd::TerminalCommand),
+    /// Internal: the per-terminal holder process.
+    #[command(hide = true)]
+    Holder,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// State directory (default: $XDG_STATE_HOME/ptyhub or ~/.local/state/ptyhub).
+    #[arg(long, env = "PTYHUB_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// Runtime directory for sockets (default: $XDG_RUNTIME_DIR/ptyhub or /tmp/ptyhub-<uid>).
+    #[arg(long, env = "PTYHUB_RUNTIME_DIR")]
+    runtime_dir: Option<PathBuf>,
+    /// HTTP address; port 0 picks a free port (the bound address is printed).
+    #[arg(long, env = "PTYHUB_LISTEN", default_value = LISTEN_DEFAULT)]
+    listen: SocketAddr,
+    /// Bearer token (default: generated on first start and kept in <state dir>/token).
+    #[arg(long, env = "PTYHUB_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    if matches!(cli.command, Command::Holder) {
+        return exit_code(ptyhub_core::holder::run());
+    }
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PTYHUB_LOG")
+                .unwrap_or_else(|_| "warn,ptyhub=info".into()),
+        )
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("ptyhub: cannot start the runtime: {error}");
+            return exit_code(1);
+        }
+    };
+    let outcome = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => serve(args, cli.socket).await.map(|()| 0),
+            Command::Terminal(command) => {
+                let socket = cli
+                    .socket
+                    .unwrap_or_else(|| paths::runtime_dir().join("server.sock"));
+                terminal_cmd::run(command, &socket).await
+            }
+            Command::Holder => Ok(0),
+        }
+    });
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    match outcome {
+        Ok(code) => exit_code(code),
+        Err(error) => {
+            eprintln!("ptyhub: {error:#}");
+            exit_code(1)
+        }
+    }
+}
+
+fn exit_code(code: i32) -> std::process::ExitCode {
+    std::process::ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
+}
+
+async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
+    let state_path = args.state_dir.unwrap_or_else(paths::state_dir);
+    let runtime_dir = args.runtime_dir.unwrap_or_else(paths::runtime_dir);
+    let state_dir = StateDir::open(&state_path)
+        .with_context(|| format!("cannot open state dir {}", state_path.display()))?;
+    let token = match args.token {
+        Some(token) if !token.trim().is_empty() => token,
+        Some(_) => anyhow::bail!("--token must not be empty"),
+        None => paths::load_or_create_token(&state_path)?,
+    };
+    let registry = Registry::new(RegistryConfig {
+        state_dir,
+        runtime_dir: runtime_dir.clone(),
+        launcher: HolderLauncher::current_exe().context("cannot find the ptyhub executable")?,
+    })
+    .with_context(|| format!("cannot create runtime dir {}", runtime_dir.display()))?;
+    let rediscovered = registry.discover().await;
+    let socket_path = socket.unwrap_or_else(|| runtime_dir.join("server.sock"));
+    let server = Server::bind(ServerConfig {
+        listen: args.listen,
+        token: token.clone(),
+        socket_path: socket_path.clone(),
+        registry,
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "cannot listen on {} and {}",
+            args.listen,
+            socket_path.display()
+        )
+    })?;
+    let url = format!("http://{}/", server.local_addr);
+    let banner = format!(
+        "ptyhub {} serving\n  url:    {url}\n  token:  {token}\n  state:  {}\n  socket: {}\n  terminals found: {rediscovered}\n",
+        env!("CARGO_PKG_VERSION"),
+        state_path.display(),
+        socket_path.display()
+    );
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(banner.as_bytes());
+        let _ = out.flush();
+    }
+    let shutdown = CancellationToken::new();
+    let stopper = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_stop_signal().await;
+        stopper.cancel();
+    });
+    let serving = tokio::spawn(server.run(shutdown.clone()));
+    shutdown.cancelled().await;
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, serving).await;
+    tracing::info!("stopped; terminals keep running");
+    Ok(())
+}
+
+async fn wait_for_stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

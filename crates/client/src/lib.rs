@@ -1,1 +1,195 @@
-//! placeholder
+//! A small typed ptyhub client over the local unix socket or HTTP, used by the CLI and the
+//! tests. One connection per request; answers are unwrapped from the envelope, and failures
+//! come back as the server's [`ApiError`].
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use http::Method;
+
+/// Where the server is.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// The local unix socket (the peer's uid is the owner; no token).
+    Unix(PathBuf),
+    /// `host:port` over TCP, with a bearer token.
+    Tcp { addr: String, token: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach ptyhub at {target}: {source}")]
+    Connect {
+        target: String,
+        source: std::io::Error,
+    },
+    #[error("http: {0}")]
+    Http(String),
+    #[error("{0}")]
+    Api(ApiError),
+    #[error("unexpected answer (HTTP {status}): {body}")]
+    Unexpected { status: u16, body: String },
+}
+
+/// A raw answer: status and JSON body.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+#[derive(Clone, Debug)]
+pub struct Client {
+    target: Target,
+}
+
+impl Client {
+    pub fn new(target: Target) -> Self {
+        Self { target }
+    }
+
+    pub fn unix(path: impl Into<PathBuf>) -> Self {
+        Self::new(Target::Unix(path.into()))
+    }
+
+    pub fn tcp(addr: impl Into<String>, token: impl Into<String>) -> Self {
+        Self::new(Target::Tcp {
+            addr: addr.into(),
+            token: token.into(),
+        })
+    }
+
+    /// Sends one request with an optional raw body; returns the status and JSON body.
+    pub async fn send_raw(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> Result<Answer, ClientError> {
+        let (host, token) = match &self.target {
+            Target::Unix(_) => ("localhost".to_owned(), None),
+            Target::Tcp { addr, token } => (addr.clone(), Some(token.clone())),
+        };
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::HOST, host)
+            .header(http::header::CONTENT_TYPE, "application/json");
+        if let Some(token) = token {
+            builder = builder.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if let Some(map) = builder.headers_mut() {
+            for (name, value) in headers {
+                if let (Ok(name), Ok(value)) = (
+                    http::header::HeaderName::from_bytes(name.as_bytes()),
+                    http::header::HeaderValue::from_str(value),
+                ) {
+                    map.insert(name, value);
+                }
+            }
+        }
+        let request = builder
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| ClientError::Http(e.to_string()))?;
+        let response = match &self.target {
+            Target::Unix(path) => {
+                let stream = tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(|source| ClientError::Connect {
+                        target: path.display().to_string(),
+                        source,
+                    })?;
+                send_on(stream, request).await?
+            }
+            Target::Tcp { addr, .. } => {
+                let stream = tokio::net::TcpStream::connect(addr)
+                    .await
+                    .map_err(|source| ClientError::Connect {
+                        target: addr.clone(),
+                        source,
+                    })?;
+                let _ = stream.set_nodelay(true);
+                send_on(stream, request).await?
+            }
+        };
+        let status = response.status().as_u16();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| ClientError::Http(e.to_string()))?
+            .to_bytes();
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        Ok(Answer { status, body })
+    }
+
+    /// Sends JSON and returns the raw answer.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Answer, ClientError> {
+        let bytes = body.map(|b| serde_json::to_vec(b).unwrap_or_default());
+        self.send_raw(method, path, bytes, &[]).await
+    }
+
+    /// Sends JSON and returns `data` of a successful envelope, or the server's error.
+    pub async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<T, ClientError> {
+        let answer = self.send(method, path, body).await?;
+        let success = answer.body.get("success").and_then(Value::as_bool);
+        if success == Some(true)
+            && let Some(data) = answer.body.get("data")
+        {
+            return serde_json::from_value(data.clone()).map_err(|e| ClientError::Unexpected {
+                status: answer.status,
+                body: format!("{e}: {}", answer.body),
+            });
+        }
+        let code = answer
+            .body
+            .pointer("/error/code")
+            .and_then(|c| serde_json::from_value::<ErrorCode>(c.clone()).ok());
+        let message = answer.body.get("message").and_then(Value::as_str);
+        match (code, message) {
+            (Some(code), Some(message)) => Err(ClientError::Api(ApiError::new(code, message))),
+            _ => Err(ClientError::Unexpected {
+                status: answer.status,
+                body: answer.body.to_string(),
+            }),
+        }
+    }
+}
+
+async fn send_on<S>(
+    stream: S,
+    request: Request<Full<Bytes>>,
+) -> Result<hyper::Response<hyper::body::Incoming>, ClientError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| ClientError::Http(e.to_string()))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    sender
+        .send_request(request)
+        .await
+        .map_err(|e| ClientError::Http(e.to_string()))
+}

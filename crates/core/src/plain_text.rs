@@ -191,3 +191,37 @@ mod tests {
         assert_eq!(clean(&[a, b, c]), "héllo 🎉");
     }
 }
+
+/// Output longer than this many characters is shortened (DESIGN.md default).
+pub const TRUNCATE_CHARS: usize = 30_000;
+/// The marker that replaces the middle of a shortened output (seed 000's wording).
+pub const TRUNCATION_MARKER: &str = "\n[... Observation truncated due to length ...]\n";
+
+/// Keeps the first and last `max_chars / 2` characters of a longer text, with the marker.
+pub fn truncate_middle(text: &str, max_chars: usize) -> String {
+    let count = text.chars().count();
+    if count <= max_chars {
+        return text.to_owned();
+    }
+    let half = max_chars / 2;
+    let head: String = text.chars().take(half).collect();
+    let tail: String = text.chars().skip(count - half).collect();
+    format!("{head}{TRUNCATION_MARKER}{tail}")
+}
+
+#[cfg(test)]
+mod truncation_tests {
+    use super::*;
+
+    #[test]
+    fn long_output_keeps_head_and_tail() {
+        let text: String = (0..40_000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let short = truncate_middle(&text, TRUNCATE_CHARS);
+        assert!(short.starts_with(&text[..15_000]));
+        assert!(short.ends_with(&text[25_000..]));
+        assert!(short.contains("Observation truncated"));
+        assert_eq!(truncate_middle("é", 1), "é");
+    }
+}

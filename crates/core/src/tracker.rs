@@ -217,6 +217,8 @@ pub struct CommandTracker {
     scanner: MarkScanner,
     phase: ShellPhase,
     is_bracketed_paste: bool,
+    /// Whether the shell ever turned bracketed paste on (readline does before each prompt).
+    has_bracketed_paste: bool,
     current: Option<CommandRecord>,
     console: VecDeque<ConsoleRecord>,
     next_id: u64,
@@ -228,6 +230,7 @@ impl CommandTracker {
             scanner: MarkScanner::new(nonce),
             phase: ShellPhase::Starting,
             is_bracketed_paste: false,
+            has_bracketed_paste: false,
             current: None,
             console: VecDeque::new(),
             next_id: 1,
@@ -238,8 +241,15 @@ impl CommandTracker {
         self.phase
     }
 
+    /// Whether the shell is reading a line with bracketed paste on right now.
     pub fn is_bracketed_paste(&self) -> bool {
         self.is_bracketed_paste
+    }
+
+    /// Whether the shell's line editor uses bracketed paste (it turns it off while a command
+    /// runs and on again at the next prompt, so a command typed ahead should still be pasted).
+    pub fn has_bracketed_paste(&self) -> bool {
+        self.has_bracketed_paste
     }
 
     /// The running command, or the last one (until the next starts).
@@ -298,7 +308,10 @@ impl CommandTracker {
                         }
                     }
                 }
-                Token::BracketedPaste(on) => self.is_bracketed_paste = on,
+                Token::BracketedPaste(on) => {
+                    self.is_bracketed_paste = on;
+                    self.has_bracketed_paste |= on;
+                }
                 Token::Mark(Mark::CommandStart) => match self.phase {
                     ShellPhase::Submitted => {
                         self.phase = ShellPhase::Running;

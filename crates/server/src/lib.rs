@@ -1,1 +1,104 @@
-//! placeholder
+//! ptyhub's transports: REST over TCP (bearer token) and over the local unix socket (peer
+//! uid), sharing one router. Handlers are thin; terminals live in `ptyhub-core`.
+//!
+//! Entry type: [`Server`] — [`Server::bind`] then [`Server::run`] with a shutdown token.
+
+pub mod auth;
+pub mod http_error;
+pub mod v2;
+
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use ptyhub_core::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+/// Largest request body accepted.
+pub const BODY_MAX_BYTES: usize = 16 * 1024 * 1024;
+
+/// Shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub registry: Arc<Registry>,
+    pub token: Arc<str>,
+    pub listen: SocketAddr,
+}
+
+/// What the server needs to start.
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub token: String,
+    pub socket_path: PathBuf,
+    pub registry: Arc<Registry>,
+}
+
+/// A bound server: both listeners are open, so the addresses can be announced before serving.
+pub struct Server {
+    tcp: tokio::net::TcpListener,
+    unix: tokio::net::UnixListener,
+    state: AppState,
+    pub local_addr: SocketAddr,
+    pub socket_path: PathBuf,
+}
+
+impl Server {
+    pub async fn bind(config: ServerConfig) -> std::io::Result<Self> {
+        let tcp = tokio::net::TcpListener::bind(config.listen).await?;
+        let local_addr = tcp.local_addr()?;
+        if let Some(parent) = config.socket_path.parent() {
+            ptyhub_core::state_dir::create_private_dir(parent)?;
+        }
+        let _ = std::fs::remove_file(&config.socket_path);
+        let unix = tokio::net::UnixListener::bind(&config.socket_path)?;
+        std::fs::set_permissions(&config.socket_path, std::fs::Permissions::from_mode(0o600))?;
+        Ok(Self {
+            tcp,
+            unix,
+            state: AppState {
+                registry: config.registry,
+                token: config.token.into(),
+                listen: local_addr,
+            },
+            local_addr,
+            socket_path: config.socket_path,
+        })
+    }
+
+    fn router(&self) -> axum::Router<AppState> {
+        v2::routes()
+            .fallback(http_error::no_route)
+            .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
+    }
+
+    /// Serves until `shutdown` is cancelled. Terminals keep running afterwards.
+    pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
+        let tcp_app = self
+            .router()
+            .layer(axum::middleware::from_fn_with_state(
+                self.state.clone(),
+                auth::tcp_auth,
+            ))
+            .with_state(self.state.clone())
+            .into_make_service_with_connect_info::<SocketAddr>();
+        let unix_app = self
+            .router()
+            .layer(axum::middleware::from_fn_with_state(
+                self.state.clone(),
+                auth::unix_auth,
+            ))
+            .with_state(self.state.clone())
+            .into_make_service_with_connect_info::<auth::UnixPeer>();
+        let tcp_shutdown = shutdown.clone();
+        let unix_shutdown = shutdown.clone();
+        let tcp = axum::serve(self.tcp, tcp_app)
+            .with_graceful_shutdown(async move { tcp_shutdown.cancelled().await });
+        let unix = axum::serve(self.unix, unix_app)
+            .with_graceful_shutdown(async move { unix_shutdown.cancelled().await });
+        let outcome = tokio::try_join!(tcp.into_future(), unix.into_future());
+        let _ = std::fs::remove_file(&self.socket_path);
+        outcome.map(|_| ())
+    }
+}

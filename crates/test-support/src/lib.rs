@@ -1,1 +1,276 @@
-//! placeholder
+//! Test support: start the real `ptyhub` binary on a throwaway state dir and port 0, talk to
+//! it over HTTP and the local socket, wait on conditions (never on time), and clean up every
+//! holder and process the test started (holders outlive the server by design).
+
+#![allow(
+    clippy::panic,
+    reason = "test support fails the test that uses it by panicking"
+)]
+
+use std::future::Future;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use ptyhub_client::Client;
+use serde_json::Value;
+
+/// How long `wait_until` waits by default; `PTYHUB_TEST_TIMEOUT_SECS` raises it.
+pub fn default_timeout() -> Duration {
+    let secs = std::env::var("PTYHUB_TEST_TIMEOUT_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    Duration::from_secs(secs)
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after the default timeout.
+pub async fn wait_until<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + default_timeout();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A running `ptyhub serve` with its own state and runtime directories.
+pub struct Ptyhub {
+    exe: PathBuf,
+    server: Option<Child>,
+    pub addr: String,
+    pub token: String,
+    pub socket: PathBuf,
+    state: tempfile::TempDir,
+    runtime: tempfile::TempDir,
+}
+
+impl Ptyhub {
+    /// Starts the binary at `exe` (use `env!("CARGO_BIN_EXE_ptyhub")`).
+    pub fn start(exe: &str) -> Self {
+        let state = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let runtime = tempfile::Builder::new()
+            .prefix("ph")
+            .tempdir_in("/tmp")
+            .unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let mut hub = Self {
+            exe: PathBuf::from(exe),
+            server: None,
+            addr: String::new(),
+            token: "test-token".to_owned(),
+            socket: runtime.path().join("ptyhub").join("server.sock"),
+            state,
+            runtime,
+        };
+        hub.launch();
+        hub
+    }
+
+    fn launch(&mut self) {
+        let mut child = Command::new(&self.exe)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--token",
+                &self.token,
+                "--state-dir",
+            ])
+            .arg(self.state.path())
+            .env("XDG_RUNTIME_DIR", self.runtime.path())
+            .env_remove("PTYHUB_SOCKET")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start ptyhub: {e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(url) = line.trim().strip_prefix("url:") {
+                        break url
+                            .trim()
+                            .trim_start_matches("http://")
+                            .trim_end_matches('/')
+                            .to_owned();
+                    }
+                }
+                _ => panic!("ptyhub exited before printing its url"),
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        self.addr = addr;
+        self.server = Some(child);
+    }
+
+    /// A client over HTTP with the token.
+    pub fn http(&self) -> Client {
+        Client::tcp(self.addr.clone(), self.token.clone())
+    }
+
+    /// A client over the local socket.
+    pub fn local(&self) -> Client {
+        Client::unix(self.socket.clone())
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        self.state.path()
+    }
+
+    /// The server's pid.
+    pub fn server_pid(&self) -> Option<u32> {
+        self.server.as_ref().map(Child::id)
+    }
+
+    /// `kill -9` the server (holders keep running).
+    pub fn kill_server(&mut self) {
+        if let Some(mut child) = self.server.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM the server and wait for it.
+    pub fn stop_server(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.server.take()?;
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        child.wait().ok()
+    }
+
+    /// Starts the server again on the same state dir (a new port).
+    pub fn restart(&mut self) {
+        self.kill_server();
+        self.launch();
+    }
+
+    /// Runs `ptyhub <args>` as a CLI client over the local socket.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(&self.exe)
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run ptyhub cli: {e}"))
+    }
+
+    /// Every `meta.json` under the state dir.
+    pub fn metas(&self) -> Vec<Value> {
+        let mut found = Vec::new();
+        collect_metas(self.state.path(), &mut found);
+        found
+    }
+
+    /// Holder pids recorded in the state dir.
+    pub fn holder_pids(&self) -> Vec<u32> {
+        self.metas()
+            .iter()
+            .filter_map(|m| m.get("holder_pid").and_then(Value::as_u64))
+            .filter_map(|p| u32::try_from(p).ok())
+            .collect()
+    }
+}
+
+fn collect_metas(dir: &Path, found: &mut Vec<Value>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_metas(&path, found);
+        } else if path.file_name().is_some_and(|n| n == "meta.json")
+            && let Ok(text) = std::fs::read(&path)
+            && let Ok(value) = serde_json::from_slice(&text)
+        {
+            found.push(value);
+        }
+    }
+}
+
+/// Every descendant of `root`, read from /proc.
+pub fn descendants(root: u32) -> Vec<u32> {
+    let mut table = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                && let Some(after) = stat.rfind(')')
+                && let Some(ppid) = stat[after + 1..]
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|p| p.parse::<u32>().ok())
+            {
+                table.push((pid, ppid));
+            }
+        }
+    }
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            table
+                .iter()
+                .filter(|&&(_, pp)| pp == parent)
+                .map(|&(p, _)| p),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Whether a pid is alive and not a zombie.
+pub fn is_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
+        })
+        .is_some_and(|is_zombie| !is_zombie)
+}
+
+impl Drop for Ptyhub {
+    fn drop(&mut self) {
+        self.kill_server();
+        for holder in self.holder_pids() {
+            for pid in descendants(holder).into_iter().chain([holder]) {
+                // SAFETY: kill(2) on processes this test started (found under its holders).
+                unsafe {
+                    libc::kill(pid as i32, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+/// `data` of an envelope, or a panic with the whole body.
+pub fn data(answer: &ptyhub_client::Answer) -> &Value {
+    answer
+        .body
+        .get("data")
+        .unwrap_or_else(|| panic!("no data in {}", answer.body))
+}

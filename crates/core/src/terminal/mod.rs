@@ -38,6 +38,8 @@ pub use link::HolderLink;
 const REQUESTS_QUEUED: usize = 64;
 /// How long an exec on a new shell waits for its first prompt.
 const FIRST_PROMPT_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a first exec waits for the line editor's bracketed paste once the prompt is there.
+const PASTE_WAIT: Duration = Duration::from_secs(2);
 /// After ^C, a command gets this long before its process group is killed.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
 /// How long a close waits for the holder to record the exit.
@@ -299,9 +301,15 @@ impl Actor {
             }
             HolderLine::Message(_) => {}
         }
-        if self.tracker.phase() == ShellPhase::Idle
-            && let Some(pending) = self.pending_exec.take()
-        {
+        self.submit_pending_when_ready(false).await;
+    }
+
+    /// Submits an exec that waited for a new shell's first prompt, once the line editor is
+    /// ready for it (bracketed paste on), or at `force` (a shell without it).
+    async fn submit_pending_when_ready(&mut self, force: bool) {
+        let is_ready = self.tracker.phase() == ShellPhase::Idle
+            && (force || self.kind == ShellKind::Sh || self.tracker.is_bracketed_paste());
+        if is_ready && let Some(pending) = self.pending_exec.take() {
             let outcome = self.submit(pending.request).await;
             let _ = pending.reply.send(outcome);
         }
@@ -430,7 +438,12 @@ impl Actor {
             )));
             return;
         }
-        if self.tracker.phase() == ShellPhase::Starting {
+        // Wait for the line editor: typed ahead while the shell is between the prompt mark
+        // and its editor, the tty's line discipline would cook the command first.
+        let is_editor_ready = self.kind == ShellKind::Sh
+            || !self.tracker.has_bracketed_paste()
+            || self.tracker.is_bracketed_paste();
+        if self.tracker.phase() == ShellPhase::Starting || !is_editor_ready {
             self.pending_exec = Some(PendingExec {
                 request,
                 reply,
@@ -445,7 +458,7 @@ impl Actor {
     async fn submit(&mut self, request: ExecRequest) -> Result<u64, ApiError> {
         let bytes = self
             .kind
-            .submission(&request.command, self.tracker.is_bracketed_paste());
+            .submission(&request.command, self.tracker.has_bracketed_paste());
         let ps1 = self.screen.text_before_cursor();
         let id = self.tracker.submit(&request.command, ps1);
         self.timers = CommandTimers {
@@ -503,7 +516,12 @@ impl Actor {
     fn next_deadline(&self) -> Option<Instant> {
         let mut deadlines = Vec::new();
         if let Some(pending) = &self.pending_exec {
-            deadlines.push(pending.since + FIRST_PROMPT_TIMEOUT);
+            let fallback = pending.since + PASTE_WAIT;
+            deadlines.push(if fallback > Instant::now() {
+                fallback
+            } else {
+                pending.since + FIRST_PROMPT_TIMEOUT
+            });
         }
         if self.tracker.running().is_some() {
             let t = &self.timers;

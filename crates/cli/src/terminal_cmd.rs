@@ -1,0 +1,221 @@
+//! `ptyhub terminal …`: a thin client over the local socket (the peer's uid is the owner).
+
+#![allow(clippy::print_stdout, reason = "the CLI prints its answers on stdout")]
+
+use std::path::Path;
+
+use clap::Subcommand;
+use ptyhub_client::{Client, ClientError, Method};
+use ptyhub_protocol::api::{CloseResponse, CommandResult, ScreenResponse, TerminalInfo};
+use serde_json::{Value, json};
+
+#[derive(Subcommand)]
+pub enum TerminalCommand {
+    /// Create (or find) the terminal of AGENT.
+    Create {
+        agent: String,
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long)]
+        cwd: Option<String>,
+        /// An explicit terminal id (default: terminal-<agent>-<session>).
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List terminals.
+    List {
+        /// Include closed terminals.
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one terminal.
+    Status {
+        terminal: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command and print its output; exits with the command's exit code.
+    Exec {
+        terminal: String,
+        /// Seconds to wait (the command goes on after it).
+        #[arg(long)]
+        timeout: Option<f64>,
+        #[arg(long)]
+        json: bool,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Print the visible screen.
+    Screen {
+        terminal: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// End the terminal's processes (its history stays).
+    Kill {
+        terminal: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(command: TerminalCommand, socket: &Path) -> anyhow::Result<i32> {
+    let client = Client::unix(socket);
+    let outcome = dispatch(&client, command).await;
+    match outcome {
+        Ok(code) => Ok(code),
+        Err(ClientError::Api(error)) => {
+            eprintln!("ptyhub: {}: {}", error.code, error.message);
+            Ok(2)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn path(id: &str, rest: &str) -> String {
+    format!("/v2/pty/sessions/{id}{rest}")
+}
+
+fn print_json(value: &impl serde::Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
+/// Removes control characters a terminal program may have written, before printing them in
+/// human output.
+fn clean(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control() || *c == '\t')
+        .collect()
+}
+
+fn print_info(info: &TerminalInfo) {
+    println!(
+        "{}\t{}\tagent={} session={}\tcwd={}\t{}x{}",
+        info.session_id,
+        info.state.as_str(),
+        info.agent,
+        info.session,
+        clean(&info.working_dir),
+        info.cols,
+        info.rows
+    );
+}
+
+async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, ClientError> {
+    match command {
+        TerminalCommand::Create {
+            agent,
+            session,
+            cwd,
+            id,
+            json,
+        } => {
+            let body = json!({ "agent": agent, "session": session, "cwd": cwd, "id": id });
+            let info: TerminalInfo = client
+                .call(Method::POST, "/v2/pty/sessions", Some(&body))
+                .await?;
+            if json {
+                print_json(&info);
+            } else {
+                print_info(&info);
+            }
+            Ok(0)
+        }
+        TerminalCommand::List { all, json } => {
+            let query = if all { "?include_closed=true" } else { "" };
+            let list: Value = client
+                .call(Method::GET, &format!("/v2/pty/sessions{query}"), None)
+                .await?;
+            let infos: Vec<TerminalInfo> =
+                serde_json::from_value(list.get("sessions").cloned().unwrap_or_default())
+                    .unwrap_or_default();
+            if json {
+                print_json(&infos);
+            } else {
+                infos.iter().for_each(print_info);
+            }
+            Ok(0)
+        }
+        TerminalCommand::Status { terminal, json } => {
+            let info: TerminalInfo = client.call(Method::GET, &path(&terminal, ""), None).await?;
+            if json {
+                print_json(&info);
+            } else {
+                print_info(&info);
+                if let Some(running) = &info.running_command {
+                    println!("running: {}", clean(running));
+                }
+                if let Some(code) = info.exit_code {
+                    println!("exit code: {code}");
+                }
+            }
+            Ok(0)
+        }
+        TerminalCommand::Exec {
+            terminal,
+            timeout,
+            json,
+            command,
+        } => {
+            let body =
+                json!({ "command": command.join(" "), "timeout": timeout, "truncate": false });
+            let result: CommandResult = client
+                .call(Method::POST, &path(&terminal, "/exec"), Some(&body))
+                .await?;
+            if json {
+                print_json(&result);
+            } else if let Some(output) = &result.output {
+                if output.is_empty() {
+                    // Nothing printed.
+                } else if output.ends_with('\n') {
+                    print!("{output}");
+                } else {
+                    println!("{output}");
+                }
+            } else {
+                eprintln!(
+                    "ptyhub: command still {:?} after the timeout",
+                    result.status
+                );
+            }
+            Ok(result
+                .exit_code
+                .unwrap_or(if result.status.is_running() { 124 } else { 1 }))
+        }
+        TerminalCommand::Screen { terminal, json } => {
+            let screen: ScreenResponse = client
+                .call(Method::GET, &path(&terminal, "/screen"), None)
+                .await?;
+            if json {
+                print_json(&screen);
+            } else {
+                let mut lines = screen.screen.clone();
+                while lines.last().is_some_and(String::is_empty) {
+                    lines.pop();
+                }
+                for line in lines {
+                    println!("{}", clean(&line));
+                }
+            }
+            Ok(0)
+        }
+        TerminalCommand::Kill { terminal, json } => {
+            let closed: CloseResponse = client
+                .call(Method::DELETE, &path(&terminal, ""), None)
+                .await?;
+            if json {
+                print_json(&closed);
+            } else {
+                println!("closed {}", closed.session_id);
+            }
+            Ok(0)
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Bad input gets a clear 4xx with a code, changes nothing, and the server keeps serving.
+
+use serde_json::json;
+
+use super::{create, exec, get, post, start};
+use ptyhub_client::{Client, Method};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_codes_and_change_nothing() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+
+    let cases: Vec<(Method, String, Vec<u8>, u16, &str)> = vec![
+        (
+            Method::GET,
+            "/v2/pty/sessions/nope".into(),
+            vec![],
+            404,
+            "SESSION_NOT_FOUND",
+        ),
+        (
+            Method::POST,
+            "/v2/pty/sessions/nope/exec".into(),
+            br#"{"command":"ls"}"#.to_vec(),
+            404,
+            "SESSION_NOT_FOUND",
+        ),
+        (
+            Method::POST,
+            "/v2/pty/sessions".into(),
+            b"{not json".to_vec(),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            Method::POST,
+            "/v2/pty/sessions".into(),
+            br#"{"cols":0}"#.to_vec(),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            Method::POST,
+            "/v2/pty/sessions".into(),
+            br#"{"cwd":"relative/dir"}"#.to_vec(),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            Method::POST,
+            "/v2/pty/sessions".into(),
+            br#"{"cwd":"/no/such/dir"}"#.to_vec(),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            Method::POST,
+            "/v2/pty/sessions".into(),
+            br#"{"id":"../etc"}"#.to_vec(),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            Method::POST,
+            "/v2/pty/sessions".into(),
+            br#"{"id":"a/b"}"#.to_vec(),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            Method::POST,
+            "/v2/pty/sessions".into(),
+            br#"{"shell":"no-such-shell"}"#.to_vec(),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            Method::POST,
+            "/v2/pty/sessions".into(),
+            br#"{"bogus":1}"#.to_vec(),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            Method::POST,
+            format!("/v2/pty/sessions/{id}/exec"),
+            br#"{"command":""}"#.to_vec(),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            Method::POST,
+            format!("/v2/pty/sessions/{id}/exec"),
+            br#"{"command":"ls","timeout":-1}"#.to_vec(),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            Method::POST,
+            format!("/v2/pty/sessions/{id}/resize"),
+            br#"{"cols":0,"rows":10}"#.to_vec(),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            Method::GET,
+            format!("/v2/pty/sessions/{id}/events?after_seq=x"),
+            vec![],
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            Method::POST,
+            "/v2/pty/sessions".into(),
+            vec![b' '; 100 * 1024 * 1024],
+            413,
+            "INVALID_INPUT",
+        ),
+    ];
+    for (method, path, body, status, code) in cases {
+        let answer = client
+            .send_raw(method.clone(), &path, Some(body), &[])
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        assert_eq!(answer.status, status, "{method} {path}: {}", answer.body);
+        assert_eq!(answer.body["success"], false, "{method} {path}");
+        assert_eq!(
+            answer.body["error"]["code"], code,
+            "{method} {path}: {}",
+            answer.body
+        );
+        assert!(
+            answer.body["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
+    }
+
+    let list = get(&client, "/v2/pty/sessions").await;
+    assert_eq!(
+        list.body["data"]["sessions"].as_array().map(Vec::len),
+        Some(1),
+        "nothing was created"
+    );
+
+    let no_token = Client::tcp(hub.addr.clone(), "wrong");
+    let denied = no_token
+        .send(Method::GET, "/v2/pty/sessions", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(denied.status, 401);
+    assert_eq!(denied.body["error"]["code"], "UNAUTHENTICATED");
+    let rebinding = client
+        .send_raw(
+            Method::GET,
+            "/v2/pty/sessions",
+            None,
+            &[("host", "evil.example")],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rebinding.status, 403);
+
+    let _ = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/input"),
+        json!({ "input": "" }),
+    )
+    .await;
+    let still = exec(&client, &id, "echo serving").await;
+    assert_eq!(still["output"], "serving");
+}

@@ -1,0 +1,245 @@
+//! exec: output without echo or prompt, exit codes, the shapes of commands agents send, the
+//! timeouts that press ^C, BUSY, truncation.
+
+use serde_json::json;
+
+use super::{create, exec, exec_raw, get, post, start};
+use ptyhub_test_support::{data, wait_until};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_and_exit_codes_of_plain_multiline_and_heredoc_commands() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+
+    let result = exec(&client, &id, "printf shell-doc-ok").await;
+    assert_eq!(result["status"], "completed");
+    assert_eq!(result["output"], "shell-doc-ok");
+    assert_eq!(result["exit_code"], 0);
+
+    let result = exec(&client, &id, "echo out; echo err >&2; false").await;
+    assert_eq!(result["output"], "out\nerr");
+    assert_eq!(result["exit_code"], 1);
+
+    let script =
+        "for i in 1 2 3; do\n  echo line $i\ndone\ncat <<'EOF'\n$HOME stays literal\nEOF\n(exit 7)";
+    let result = exec(&client, &id, script).await;
+    assert_eq!(
+        result["output"],
+        "line 1\nline 2\nline 3\n$HOME stays literal"
+    );
+    assert_eq!(result["exit_code"], 7);
+
+    let console = result["console"].as_array().cloned().unwrap_or_default();
+    assert_eq!(console.len(), 3);
+    assert_eq!(console[0]["command"], "printf shell-doc-ok");
+    assert_eq!(console[0]["output"], "shell-doc-ok");
+    assert_eq!(
+        console[2]["exit_code"],
+        serde_json::Value::Null,
+        "console records carry ps1, command, output"
+    );
+    assert!(console.iter().all(|r| r["ps1"].is_string()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cd_and_export_persist_and_utf8_round_trips() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    exec(&client, &id, "cd /usr && export PTYHUB_T=héllo").await;
+    let result = exec(&client, &id, "pwd; echo $PTYHUB_T 🎉 日本").await;
+    assert_eq!(result["output"], "/usr\nhéllo 🎉 日本");
+    let info = get(&client, &format!("/v2/pty/sessions/{id}")).await;
+    let cwd = wait_until("the cwd projection follows cd", || async {
+        let info = get(&client, &format!("/v2/pty/sessions/{id}")).await;
+        (data(&info)["working_dir"] == "/usr").then_some(())
+    })
+    .await;
+    let _ = (info, cwd);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_reading_stdin_is_answered_through_input() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let answer = exec_raw(
+        &client,
+        &id,
+        json!({ "command": "read -p 'Name: ' name; echo Hello $name", "async": true }),
+    )
+    .await;
+    assert_eq!(data(&answer)["status"], "running");
+    wait_until("the prompt is on the screen", || async {
+        let screen = get(&client, &format!("/v2/pty/sessions/{id}/screen")).await;
+        (data(&screen)["output"] == "Name: ").then_some(())
+    })
+    .await;
+    let busy = exec_raw(&client, &id, json!({ "command": "echo no" })).await;
+    assert_eq!(busy.status, 409, "{}", busy.body);
+    assert_eq!(busy.body["error"]["code"], "BUSY");
+    assert_eq!(busy.body["error"]["retryable"], true);
+    post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/input"),
+        json!({ "input": "Alice", "press_enter": true }),
+    )
+    .await;
+    let waited = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/wait"),
+        json!({ "seconds": 10 }),
+    )
+    .await;
+    assert_eq!(data(&waited)["status"], "completed");
+    assert_eq!(data(&waited)["output"], "Name: Alice\nHello Alice");
+    assert_eq!(data(&waited)["exit_code"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_press_ctrl_c_and_leave_the_terminal_usable() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+
+    let waited = exec_raw(
+        &client,
+        &id,
+        json!({ "command": "sleep 3; echo late", "timeout": 0.3 }),
+    )
+    .await;
+    assert_eq!(data(&waited)["status"], "running");
+    assert!(data(&waited)["output"].is_null());
+    let done = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/wait"),
+        json!({ "seconds": 20 }),
+    )
+    .await;
+    assert_eq!(data(&done)["output"], "late");
+
+    let hard = exec_raw(
+        &client,
+        &id,
+        json!({ "command": "while true; do sleep 0.1; done", "hard_timeout": 0.5 }),
+    )
+    .await;
+    assert_eq!(data(&hard)["status"], "hard_timeout", "{}", hard.body);
+    assert!(data(&hard)["exit_code"].is_null());
+
+    let quiet = exec_raw(
+        &client,
+        &id,
+        json!({ "command": "echo start; sleep 30", "no_change_timeout": 0.5 }),
+    )
+    .await;
+    assert_eq!(
+        data(&quiet)["status"],
+        "no_change_timeout",
+        "{}",
+        quiet.body
+    );
+
+    let after = exec(&client, &id, "echo still usable").await;
+    assert_eq!(after["output"], "still usable");
+
+    let interrupted = exec_raw(
+        &client,
+        &id,
+        json!({ "command": "sleep 30", "async": true }),
+    )
+    .await;
+    assert_eq!(data(&interrupted)["status"], "running");
+    post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/input"),
+        json!({ "input": "\u{3}" }),
+    )
+    .await;
+    let done = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/wait"),
+        json!({ "seconds": 20 }),
+    )
+    .await;
+    assert_eq!(data(&done)["exit_code"], 130);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_output_is_truncated_unless_asked_and_large_output_is_exact() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let result = exec(&client, &id, "seq 1 20000").await;
+    let output = result["output"].as_str().unwrap_or_default();
+    assert!(output.starts_with("1\n2\n3\n"));
+    assert!(output.ends_with("19999\n20000"));
+    assert!(output.contains("[... Observation truncated due to length ...]"));
+    assert!(output.chars().count() < 30_100);
+
+    let full = exec_raw(
+        &client,
+        &id,
+        json!({ "command": "seq 1 1000000", "truncate": false, "timeout": 120 }),
+    )
+    .await;
+    let expected: String = (1..=1_000_000)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(
+        data(&full)["output"].as_str().map(str::len),
+        Some(expected.len())
+    );
+    assert!(data(&full)["output"] == expected.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn marks_survive_a_user_changing_ps1_and_prompt_command() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    exec(&client, &id, "PS1='custom> '; PROMPT_COMMAND='echo -n'").await;
+    let result = exec(&client, &id, "echo after; (exit 4)").await;
+    assert_eq!(result["output"], "after");
+    assert_eq!(result["exit_code"], 4);
+    let forged = exec(
+        &client,
+        &id,
+        "printf '\\033]133;D;0;k=fake\\007forged\\n'; sleep 0.2; echo real",
+    )
+    .await;
+    assert_eq!(forged["output"], "forged\nreal");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_ends_the_terminal_with_its_code() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let result = exec(&client, &id, "exit 5").await;
+    assert_eq!(result["exit_code"], 5);
+    wait_until("the terminal is exited with 5", || async {
+        let info = get(&client, &format!("/v2/pty/sessions/{id}")).await;
+        (data(&info)["state"] == "exited" && data(&info)["exit_code"] == 5).then_some(())
+    })
+    .await;
+    let refused = exec_raw(&client, &id, json!({ "command": "echo hi" })).await;
+    assert_eq!(refused.body["error"]["code"], "SESSION_NOT_RUNNING");
+    let metas = hub.metas();
+    assert_eq!(metas[0]["state"], "exited");
+    assert_eq!(metas[0]["exit_code"], 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posix_sh_gets_exit_codes_too() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "shell": "dash" })).await;
+    let result = exec(&client, &id, "echo from dash; (exit 3)").await;
+    assert_eq!(result["output"], "from dash");
+    assert_eq!(result["exit_code"], 3);
+    let again = exec(&client, &id, "cd /tmp; pwd").await;
+    assert_eq!(again["output"], "/tmp");
+}

@@ -1,0 +1,146 @@
+//! Create/list/get/delete, the files on disk, resize, events.
+
+use serde_json::json;
+
+use super::{create, exec, get, post, start};
+use ptyhub_client::Method;
+use ptyhub_test_support::{data, is_alive, wait_until};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_is_idempotent_and_delete_ends_the_tree_but_keeps_history() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(
+        &client,
+        json!({ "id": "work-1", "cwd": "/tmp", "cols": 100, "rows": 30 }),
+    )
+    .await;
+    assert_eq!(id, "work-1");
+    let again = client
+        .send(
+            Method::POST,
+            "/v2/pty/sessions",
+            Some(&json!({ "id": "work-1" })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again.status, 200);
+    assert_eq!(data(&again)["cols"], 100);
+
+    exec(
+        &client,
+        &id,
+        "setsid sleep 1000 & sleep 1000 & echo started",
+    )
+    .await;
+    let holder = hub.holder_pids()[0];
+    let tree = ptyhub_test_support::descendants(holder);
+    assert!(tree.len() >= 3, "{tree:?}");
+
+    let list = get(&client, "/v2/pty/sessions").await;
+    assert_eq!(data(&list)["sessions"].as_array().map(Vec::len), Some(1));
+
+    let closed = client
+        .send(Method::DELETE, "/v2/pty/sessions/work-1", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(closed.status, 200, "{}", closed.body);
+    assert_eq!(closed.body["success"], true);
+    for pid in tree.into_iter().chain([holder]) {
+        wait_until("every process of the terminal is gone", || async {
+            (!is_alive(pid)).then_some(())
+        })
+        .await;
+    }
+    let gone = get(&client, "/v2/pty/sessions/work-1").await;
+    assert_eq!(gone.status, 404);
+    assert_eq!(gone.body["error"]["code"], "SESSION_NOT_FOUND");
+    let twice = client
+        .send(Method::DELETE, "/v2/pty/sessions/work-1", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(twice.status, 200);
+    assert_eq!(twice.body["success"], false);
+    assert_eq!(twice.body["error"]["code"], "SESSION_NOT_FOUND");
+
+    let live = get(&client, "/v2/pty/sessions").await;
+    assert_eq!(data(&live)["sessions"].as_array().map(Vec::len), Some(0));
+    let all = get(&client, "/v2/pty/sessions?include_closed=true").await;
+    assert_eq!(data(&all)["sessions"][0]["closed"], true);
+
+    let events = get(&client, "/v2/pty/sessions/work-1/events?after_seq=0").await;
+    let list = data(&events)["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(list.iter().any(|e| e["type"] == "process.exit"));
+    assert!(list.iter().any(|e| e["type"] == "pty.output"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resource_on_disk_matches_the_seed_layout() {
+    let hub = start();
+    let client = hub.local();
+    let id = create(&client, json!({ "agent": "coder", "cwd": "/tmp" })).await;
+    assert_eq!(id, "terminal-coder-default");
+    exec(&client, &id, "echo on disk").await;
+    let uid = rustix_uid();
+    let dir = hub.state_dir().join(format!(
+        "home/{uid}/agent/coder/session/default/terminal/terminal-coder-default"
+    ));
+    for file in [
+        "meta.json",
+        "state",
+        "status",
+        "owner",
+        "cwd",
+        "events.jsonl",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} missing");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("state")).unwrap_or_default(),
+        "running\n"
+    );
+    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
+    for (expected, line) in (1u64..).zip(log.lines()) {
+        let event: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+        assert_eq!(event["seq"], expected);
+        assert!(event["ts"].is_number());
+    }
+    let over_http = get(&hub.http(), "/v2/pty/sessions").await;
+    assert_eq!(
+        data(&over_http)["sessions"][0]["session_id"],
+        id,
+        "REST and the socket see the same owner"
+    );
+}
+
+fn rustix_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|u| u.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resize_changes_the_pty_and_the_screen() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let resized = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/resize"),
+        json!({ "cols": 90, "rows": 20 }),
+    )
+    .await;
+    assert_eq!(resized.status, 200, "{}", resized.body);
+    let result = exec(&client, &id, "stty size").await;
+    assert_eq!(result["output"], "20 90");
+    let screen = get(&client, &format!("/v2/pty/sessions/{id}/screen")).await;
+    assert_eq!(data(&screen)["cols"], 90);
+    assert_eq!(data(&screen)["screen"].as_array().map(Vec::len), Some(20));
+}

@@ -1,0 +1,64 @@
+mod bad_input;
+mod cli;
+mod crash;
+mod exec;
+mod lifecycle;
+
+use ptyhub_client::{Client, Method};
+use ptyhub_test_support::{Ptyhub, data};
+use serde_json::{Value, json};
+
+pub fn start() -> Ptyhub {
+    Ptyhub::start(env!("CARGO_BIN_EXE_ptyhub"))
+}
+
+/// Creates a terminal and returns its id.
+pub async fn create(client: &Client, body: Value) -> String {
+    let answer = client
+        .send(Method::POST, "/v2/pty/sessions", Some(&body))
+        .await
+        .unwrap_or_else(|e| panic!("create: {e}"));
+    assert!(
+        answer.status == 201 || answer.status == 200,
+        "create answered {}: {}",
+        answer.status,
+        answer.body
+    );
+    data(&answer)["session_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Runs exec and returns the whole answer body.
+pub async fn exec_raw(client: &Client, id: &str, body: Value) -> ptyhub_client::Answer {
+    client
+        .send(
+            Method::POST,
+            &format!("/v2/pty/sessions/{id}/exec"),
+            Some(&body),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("exec: {e}"))
+}
+
+/// Runs a command to completion and returns `data`.
+pub async fn exec(client: &Client, id: &str, command: &str) -> Value {
+    let answer = exec_raw(client, id, json!({ "command": command, "timeout": 60 })).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    data(&answer).clone()
+}
+
+pub async fn get(client: &Client, path: &str) -> ptyhub_client::Answer {
+    client
+        .send(Method::GET, path, None)
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+}
+
+pub async fn post(client: &Client, path: &str, body: Value) -> ptyhub_client::Answer {
+    client
+        .send(Method::POST, path, Some(&body))
+        .await
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"))
+}

@@ -1,0 +1,102 @@
+//! Turning errors and bad requests into the wire's error envelope.
+//!
+//! Every failure leaves as `{success:false, message, error:{code, retryable}}` with the code's
+//! HTTP status ([`ErrorCode::http_status`]); bodies that do not parse, or are too large, are
+//! `INVALID_INPUT` with a message that says what was wrong.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+use serde::de::DeserializeOwned;
+
+/// An [`ApiError`] with the HTTP status it is answered with.
+pub struct HttpError {
+    status: StatusCode,
+    error: ApiError,
+}
+
+impl From<ApiError> for HttpError {
+    fn from(error: ApiError) -> Self {
+        let status = StatusCode::from_u16(error.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        Self { status, error }
+    }
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::warn!(code = %self.error.code, message = %self.error.message, "request failed");
+        }
+        (self.status, axum::Json(self.error.to_body())).into_response()
+    }
+}
+
+/// A JSON body whose rejections become `INVALID_INPUT`. An empty body reads as `{}`; the
+/// content type is not required (`curl -d` sends a form type by default).
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = HttpError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                let status = rejection.status();
+                let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                    "request body too large".to_owned()
+                } else {
+                    format!("cannot read the request body: {}", rejection.body_text())
+                };
+                HttpError {
+                    status: if status.is_client_error() {
+                        status
+                    } else {
+                        StatusCode::BAD_REQUEST
+                    },
+                    error: ApiError::new(ErrorCode::InvalidInput, message),
+                }
+            })?;
+        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
+        serde_json::from_slice(text)
+            .map(Self)
+            .map_err(|e| HttpError::from(ApiError::invalid(format!("invalid JSON body: {e}"))))
+    }
+}
+
+/// A query string whose rejections become `INVALID_INPUT`.
+pub struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = HttpError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(Self(value)),
+            Err(rejection) => Err(query_rejection(&rejection)),
+        }
+    }
+}
+
+fn query_rejection(rejection: &QueryRejection) -> HttpError {
+    HttpError::from(ApiError::invalid(format!(
+        "invalid query: {}",
+        rejection.body_text()
+    )))
+}
+
+/// A fallback for unknown routes.
+pub async fn no_route() -> HttpError {
+    HttpError {
+        status: StatusCode::NOT_FOUND,
+        error: ApiError::new(ErrorCode::InvalidInput, "no such route"),
+    }
+}

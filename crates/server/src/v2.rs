@@ -1,0 +1,301 @@
+//! REST v2: `/v2/pty/sessions…` (seed 000's routes). Thin: each handler checks the
+//! principal's capability, validates its input, calls the registry or the terminal's handle,
+//! and wraps the answer in the envelope.
+
+use std::time::Duration;
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use ptyhub_core::plain_text::{TRUNCATE_CHARS, truncate_middle};
+use ptyhub_core::registry::{CreateSpec, EVENTS_PAGE_MAX};
+use ptyhub_core::terminal::ExecRequest;
+use ptyhub_protocol::api::{
+    CloseResponse, CommandResult, CreateSessionParams, Envelope, EventsResponse, ExecParams,
+    InputParams, ResizeParams, ScreenResponse, TerminalInfo, WaitParams,
+};
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::event::Seq;
+use ptyhub_protocol::ids::{Name, TermSize, TerminalId};
+use serde::{Deserialize, Serialize};
+
+use crate::AppState;
+use crate::auth::{Capability, Principal};
+use crate::http_error::{HttpError, JsonBody, QueryParams};
+
+/// Default `no_change_timeout` of a waiting exec (DESIGN.md).
+const NO_CHANGE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(120);
+/// Default and longest `wait`.
+const WAIT_DEFAULT: Duration = Duration::from_secs(30);
+const WAIT_MAX: Duration = Duration::from_secs(3600);
+/// Longest accepted timeout of any kind (a day).
+const TIMEOUT_MAX_SECS: f64 = 86_400.0;
+/// Longest accepted command or input text.
+const TEXT_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+type Answer<T> = Result<Json<Envelope<T>>, HttpError>;
+
+pub fn routes() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/v2/pty/sessions", post(create).get(list))
+        .route("/v2/pty/sessions/{id}", get(status).delete(close))
+        .route("/v2/pty/sessions/{id}/exec", post(exec))
+        .route("/v2/pty/sessions/{id}/screen", get(screen))
+        .route("/v2/pty/sessions/{id}/input", post(input))
+        .route("/v2/pty/sessions/{id}/wait", post(wait))
+        .route("/v2/pty/sessions/{id}/resize", post(resize))
+        .route("/v2/pty/sessions/{id}/events", get(events))
+}
+
+fn ok<T>(message: &str, data: T) -> Answer<T> {
+    Ok(Json(Envelope::ok(message, data)))
+}
+
+async fn create(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    JsonBody(params): JsonBody<CreateSessionParams>,
+) -> Result<(StatusCode, Json<Envelope<TerminalInfo>>), HttpError> {
+    principal.require(Capability::Create)?;
+    let size = match (params.cols, params.rows) {
+        (None, None) => None,
+        (cols, rows) => Some(TermSize::new(
+            cols.unwrap_or(TermSize::DEFAULT.cols),
+            rows.unwrap_or(TermSize::DEFAULT.rows),
+        )?),
+    };
+    let spec = CreateSpec {
+        id: params.id.as_deref().map(TerminalId::parse).transpose()?,
+        agent: params.agent.as_deref().map(Name::parse).transpose()?,
+        session: params.session.as_deref().map(Name::parse).transpose()?,
+        cwd: params.cwd,
+        size,
+        env: params.env.unwrap_or_default(),
+        shell: params.shell,
+    };
+    let (handle, is_new) = state.registry.create(&principal.owner, spec).await?;
+    let info = handle.info().await?;
+    let (code, message) = if is_new {
+        (StatusCode::CREATED, "Session created")
+    } else {
+        (StatusCode::OK, "Session already exists")
+    };
+    Ok((code, Json(Envelope::ok(message, info))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    #[serde(default)]
+    include_closed: bool,
+}
+
+#[derive(Serialize)]
+struct ListResponse {
+    sessions: Vec<TerminalInfo>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    QueryParams(query): QueryParams<ListQuery>,
+) -> Answer<ListResponse> {
+    principal.require(Capability::Read)?;
+    let sessions = state
+        .registry
+        .list(&principal.owner, query.include_closed)
+        .await;
+    ok("Sessions listed", ListResponse { sessions })
+}
+
+async fn status(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Answer<TerminalInfo> {
+    principal.require(Capability::Read)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    ok("Session found", handle.info().await?)
+}
+
+/// Closing a gone id is not a failure (seed 000): 200 with `success: false`.
+async fn close(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<axum::response::Response, HttpError> {
+    use axum::response::IntoResponse;
+    principal.require(Capability::Kill)?;
+    match state.registry.close(&principal.owner, &id).await {
+        Ok(closed) => {
+            Ok(Json(Envelope::<CloseResponse>::ok("Session closed", closed)).into_response())
+        }
+        Err(error) if error.code == ErrorCode::SessionNotFound => {
+            Ok((StatusCode::OK, Json(error.to_body())).into_response())
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn seconds(name: &str, value: Option<f64>) -> Result<Option<Duration>, ApiError> {
+    match value {
+        None => Ok(None),
+        Some(s) if s.is_finite() && (0.0..=TIMEOUT_MAX_SECS).contains(&s) => {
+            Ok(Some(Duration::from_secs_f64(s)))
+        }
+        Some(s) => Err(ApiError::invalid(format!(
+            "{name} must be between 0 and {TIMEOUT_MAX_SECS} seconds, not {s}"
+        ))),
+    }
+}
+
+/// Runs `params` in the terminal and reports it as exec does (shared with v1).
+pub async fn run_exec(
+    state: &AppState,
+    principal: &Principal,
+    id: &str,
+    params: ExecParams,
+) -> Result<CommandResult, ApiError> {
+    principal.require(Capability::Write)?;
+    if params.command.trim().is_empty() {
+        return Err(ApiError::invalid("command must not be empty"));
+    }
+    if params.command.len() > TEXT_MAX_BYTES {
+        return Err(ApiError::invalid("command too long"));
+    }
+    let timeout = seconds("timeout", params.timeout)?;
+    let hard_timeout = seconds("hard_timeout", params.hard_timeout)?;
+    let no_change = seconds("no_change_timeout", params.no_change_timeout)?;
+    let mut command = params.command.clone();
+    if let Some(dir) = &params.exec_dir {
+        let path = std::path::Path::new(dir);
+        if !path.is_absolute() || !path.is_dir() {
+            return Err(ApiError::invalid(format!(
+                "exec_dir {dir:?} is not an existing absolute directory"
+            )));
+        }
+        command = format!("cd -- '{}'\n{command}", dir.replace('\'', r"'\''"));
+    }
+    let handle = state.registry.get(&principal.owner, id).await?;
+    let request = ExecRequest {
+        command,
+        hard_timeout,
+        no_change_timeout: if params.is_async {
+            None
+        } else {
+            Some(no_change.unwrap_or(NO_CHANGE_TIMEOUT_DEFAULT))
+        },
+    };
+    let command_id = handle.exec(request).await?;
+    let mut result = if params.is_async {
+        handle.command_result(Some(command_id)).await?
+    } else {
+        handle.wait_command(Some(command_id), timeout).await?
+    };
+    result.command = Some(params.command);
+    if params.truncate.unwrap_or(true) {
+        result.output = result.output.map(|o| truncate_middle(&o, TRUNCATE_CHARS));
+    }
+    Ok(result)
+}
+
+async fn exec(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    JsonBody(params): JsonBody<ExecParams>,
+) -> Answer<CommandResult> {
+    ok(
+        "Command executed",
+        run_exec(&state, &principal, &id, params).await?,
+    )
+}
+
+async fn screen(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Answer<ScreenResponse> {
+    principal.require(Capability::Read)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    ok("Screen read", handle.screen().await?)
+}
+
+async fn input(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    JsonBody(params): JsonBody<InputParams>,
+) -> Answer<serde_json::Value> {
+    principal.require(Capability::Write)?;
+    if params.input.len() > TEXT_MAX_BYTES {
+        return Err(ApiError::invalid("input too long").into());
+    }
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    let mut data = params.input.into_bytes();
+    if params.press_enter {
+        data.push(b'\r');
+    }
+    let bytes = data.len();
+    handle.input(data).await?;
+    ok(
+        "Input sent",
+        serde_json::json!({ "session_id": id, "bytes": bytes }),
+    )
+}
+
+async fn wait(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    JsonBody(params): JsonBody<WaitParams>,
+) -> Answer<CommandResult> {
+    principal.require(Capability::Read)?;
+    let limit = seconds("seconds", params.seconds)?
+        .unwrap_or(WAIT_DEFAULT)
+        .min(WAIT_MAX);
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    ok(
+        "Wait finished",
+        handle.wait_command(None, Some(limit)).await?,
+    )
+}
+
+async fn resize(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    JsonBody(params): JsonBody<ResizeParams>,
+) -> Answer<TermSize> {
+    principal.require(Capability::Resize)?;
+    let size = TermSize::new(params.cols, params.rows)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    handle.resize(size.cols, size.rows).await?;
+    ok("Session resized", size)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    #[serde(default)]
+    after_seq: u64,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn events(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    QueryParams(query): QueryParams<EventsQuery>,
+) -> Answer<EventsResponse> {
+    principal.require(Capability::Read)?;
+    let limit = query.limit.unwrap_or(EVENTS_PAGE_MAX);
+    let page = state
+        .registry
+        .events(&principal.owner, &id, Seq(query.after_seq), limit)
+        .await?;
+    ok("Events read", page)
+}
