@@ -203,55 +203,7 @@ fn collect_metas(dir: &Path, found: &mut Vec<Value>) {
     }
 }
 
-/// Every descendant of `root`, read from /proc.
-pub fn descendants(root: u32) -> Vec<u32> {
-    let mut table = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                && let Some(after) = stat.rfind(')')
-                && let Some(ppid) = stat[after + 1..]
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|p| p.parse::<u32>().ok())
-            {
-                table.push((pid, ppid));
-            }
-        }
-    }
-    let mut found = vec![root];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(
-            table
-                .iter()
-                .filter(|&&(_, pp)| pp == parent)
-                .map(|&(p, _)| p),
-        );
-        i += 1;
-    }
-    found.remove(0);
-    found
-}
-
-/// Whether a pid is alive and not a zombie.
-pub fn is_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
-        })
-        .is_some_and(|is_zombie| !is_zombie)
-}
+pub use ptyhub_core::process::{descendants, is_alive};
 
 impl Drop for Ptyhub {
     fn drop(&mut self) {
