@@ -16,6 +16,7 @@ pub mod plain_text;
 pub mod process;
 pub mod registry;
 pub mod screen;
+pub mod screen_worker;
 pub mod shell;
 pub mod state_dir;
 pub mod terminal;

@@ -62,6 +62,11 @@ impl PlainText {
         out
     }
 
+    /// Bytes of text held (an upper bound of the text's length).
+    pub fn len(&self) -> usize {
+        self.sink.head.len() + self.sink.tail.len() + self.sink.line.len() * 4
+    }
+
     /// Whether nothing was printed yet.
     pub fn is_empty(&self) -> bool {
         self.sink.head.is_empty() && self.sink.tail.is_empty() && self.sink.line.is_empty()

@@ -16,6 +16,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+/// What `sh` is sent in front of each command: it prints the `C` mark.
+const SH_MARK_CALL: &str = "__ptyhub_c;";
+
 /// Which integration a terminal's shell got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShellKind {
@@ -54,18 +57,28 @@ impl ShellKind {
         }
     }
 
+    /// What the terminal echoes of `command` after the prompt once it is submitted.
+    pub fn echoed(self, command: &str) -> String {
+        match self {
+            Self::Bash | Self::Zsh => command.to_owned(),
+            Self::Sh => format!("{SH_MARK_CALL}{command}"),
+        }
+    }
+
     /// The bytes that submit `command` at an idle prompt.
     ///
     /// bash and zsh get the command as one bracketed paste (multi-line scripts and heredocs
     /// arrive as one unit) after clearing whatever was typed on the line; `sh` gets a `C` mark
     /// call in front of the command, since it has no hook that runs before a command.
-    pub fn submission(self, command: &str, bracketed_paste: bool) -> Vec<u8> {
+    pub fn submission(self, command: &str, bracketed_paste: bool, clear_line: bool) -> Vec<u8> {
         let command = command.trim_end_matches(['\n', '\r']);
         let mut out = Vec::with_capacity(command.len() + 16);
         match self {
             Self::Bash | Self::Zsh => {
-                // ^E^U: go to the end of the line and discard it (emacs keymap).
-                out.extend_from_slice(b"\x05\x15");
+                if clear_line {
+                    // ^E^U: go to the end of the line and discard it (emacs keymap).
+                    out.extend_from_slice(b"\x05\x15");
+                }
                 if bracketed_paste {
                     out.extend_from_slice(b"\x1b[200~");
                     out.extend_from_slice(command.replace("\x1b[201~", "").as_bytes());
@@ -76,7 +89,7 @@ impl ShellKind {
                 }
             }
             Self::Sh => {
-                out.extend_from_slice(b"__ptyhub_c;");
+                out.extend_from_slice(SH_MARK_CALL.as_bytes());
                 out.extend_from_slice(command.as_bytes());
                 out.push(b'\n');
             }
@@ -221,7 +234,7 @@ mod tests {
 
     #[test]
     fn a_paste_cannot_be_ended_early_by_the_command() {
-        let bytes = ShellKind::Bash.submission("echo \x1b[201~x\n", true);
+        let bytes = ShellKind::Bash.submission("echo \x1b[201~x\n", true, true);
         assert_eq!(bytes, b"\x05\x15\x1b[200~echo x\x1b[201~\r".to_vec());
     }
 }

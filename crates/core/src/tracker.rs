@@ -18,6 +18,8 @@ use crate::plain_text::PlainText;
 
 /// Console records kept per terminal (DESIGN.md default).
 pub const CONSOLE_HISTORY_MAX: usize = 100;
+/// At most this much of what follows a prompt is kept to find the prompt's text.
+const PROMPT_MAX_BYTES: usize = 4096;
 /// An OSC longer than this is not a mark; it is passed through as text.
 const MARK_MAX_BYTES: usize = 4096;
 const PASTE_ON: &[u8] = b"\x1b[?2004h";
@@ -222,6 +224,11 @@ pub struct CommandTracker {
     current: Option<CommandRecord>,
     console: VecDeque<ConsoleRecord>,
     next_id: u64,
+    /// What the terminal showed since the last prompt mark: the prompt, then the echo of
+    /// what was typed. The console record's `ps1` is cut from it.
+    since_prompt: PlainText,
+    /// The first line of the last submission, as echoed after the prompt.
+    typed_first_line: String,
 }
 
 impl CommandTracker {
@@ -234,6 +241,8 @@ impl CommandTracker {
             current: None,
             console: VecDeque::new(),
             next_id: 1,
+            since_prompt: PlainText::new(),
+            typed_first_line: String::new(),
         }
     }
 
@@ -271,8 +280,16 @@ impl CommandTracker {
     }
 
     /// Records that `command` was written to the shell; returns its id.
-    pub fn submit(&mut self, command: &str, ps1: String) -> u64 {
-        let id = self.start_record(command.to_owned(), ps1, true);
+    /// Records that `command` was written to the shell as `typed` (its first line is echoed
+    /// after the prompt); returns its id.
+    pub fn submit(&mut self, command: &str, typed: &str) -> u64 {
+        self.typed_first_line = typed
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_end()
+            .to_owned();
+        let id = self.start_record(command.to_owned(), String::new(), true);
         self.phase = ShellPhase::Submitted;
         id
     }
@@ -300,6 +317,11 @@ impl CommandTracker {
         for token in self.scanner.scan(bytes) {
             match token {
                 Token::Text(text) => {
+                    if matches!(self.phase, ShellPhase::Idle | ShellPhase::Submitted)
+                        && self.since_prompt.len() < PROMPT_MAX_BYTES
+                    {
+                        self.since_prompt.feed(&text);
+                    }
                     if let Some(record) = self.current.as_mut().filter(|c| c.status.is_running()) {
                         match self.phase {
                             ShellPhase::Running => record.output.feed(&text),
@@ -315,12 +337,14 @@ impl CommandTracker {
                 Token::Mark(Mark::CommandStart) => match self.phase {
                     ShellPhase::Submitted => {
                         self.phase = ShellPhase::Running;
-                        if let Some(record) = &self.current {
+                        let ps1 = self.prompt_text();
+                        if let Some(record) = &mut self.current {
+                            record.ps1 = ps1;
                             events.push(TrackerEvent::Started(record.id));
                         }
                     }
                     ShellPhase::Idle | ShellPhase::Starting => {
-                        let id = self.start_record(String::new(), String::new(), false);
+                        let id = self.start_record(String::new(), self.prompt_text(), false);
                         self.phase = ShellPhase::Running;
                         events.push(TrackerEvent::Started(id));
                     }
@@ -332,6 +356,7 @@ impl CommandTracker {
                     }
                 }
                 Token::Mark(Mark::PromptStart) => {
+                    self.since_prompt = PlainText::new();
                     if self.phase == ShellPhase::Submitted {
                         // The shell went back to its prompt without running anything: a
                         // syntax error, or an empty line.
@@ -344,6 +369,18 @@ impl CommandTracker {
             }
         }
         events
+    }
+
+    /// The prompt as shown before the command: the first line since the prompt mark, without
+    /// the echo of what was typed.
+    fn prompt_text(&self) -> String {
+        let shown = self.since_prompt.text();
+        let line = shown.split('\n').next().unwrap_or_default().trim_end();
+        let typed = self.typed_first_line.as_str();
+        line.strip_suffix(typed)
+            .filter(|_| !typed.is_empty())
+            .unwrap_or(line)
+            .to_owned()
     }
 
     /// The terminal's program ended: a running command ends with it.
@@ -472,7 +509,7 @@ mod tests {
     fn marks_without_the_nonce_are_plain_output() {
         let mut tracker = CommandTracker::new(N);
         tracker.feed(&mark("A"));
-        let id = tracker.submit("cat log", "$ ".to_owned());
+        let id = tracker.submit("cat log", "cat log");
         tracker.feed(&mark("C"));
         tracker.feed(b"\x1b]133;D;0;k=forged\x07still running\r\n");
         assert!(tracker.running().is_some());
@@ -504,10 +541,22 @@ mod tests {
     }
 
     #[test]
+    fn ps1_is_the_prompt_without_the_echo() {
+        let mut tracker = CommandTracker::new(N);
+        tracker.feed(&mark("A"));
+        tracker.submit("echo hi", "echo hi");
+        tracker.feed(b"\x1b[?2004hroot@vm:/tmp# ");
+        tracker.feed(b"\x1b[7mecho hi\x1b[27m\r\x1b[14Cecho hi\r\n");
+        tracker.feed(&[mark("C"), b"hi\r\n".to_vec(), mark("D;0"), mark("A")].concat());
+        let ps1 = tracker.console().next().map(|r| r.ps1.clone());
+        assert_eq!(ps1.as_deref(), Some("root@vm:/tmp# "));
+    }
+
+    #[test]
     fn a_line_the_shell_refuses_finishes_with_its_message() {
         let mut tracker = CommandTracker::new(N);
         tracker.feed(&mark("A"));
-        tracker.submit("echo )", "$ ".to_owned());
+        tracker.submit("echo )", "echo )");
         tracker.feed(b"echo )\r\nbash: syntax error near unexpected token `)'\r\n");
         tracker.feed(&mark("A"));
         let record = tracker.current().map(|r| (r.exit_code, r.output()));

@@ -76,6 +76,59 @@ pub enum EventKind {
     Unknown,
 }
 
+impl Event {
+    /// Parses one log line. Output events (nearly every line) take a fast path that borrows
+    /// the base64 text instead of buffering the whole object first.
+    pub fn from_json_line(line: &[u8]) -> Result<Self, serde_json::Error> {
+        #[derive(Deserialize)]
+        struct Fast<'a> {
+            seq: Seq,
+            ts: f64,
+            #[serde(rename = "type")]
+            kind: &'a str,
+            data_b64: Option<&'a str>,
+        }
+        if let Ok(fast) = serde_json::from_slice::<Fast<'_>>(line)
+            && fast.kind == "pty.output"
+            && let Some(text) = fast.data_b64
+            && let Ok(data) = B64.decode(text.as_bytes())
+        {
+            return Ok(Self {
+                seq: fast.seq,
+                ts: fast.ts,
+                kind: EventKind::Output { data },
+            });
+        }
+        serde_json::from_slice(line)
+    }
+
+    /// Writes the event as one log line (with its newline). Output events are formatted
+    /// directly: base64 needs no JSON escaping.
+    pub fn write_json_line(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        match &self.kind {
+            EventKind::Output { data } => {
+                use std::io::Write as _;
+                let _ = write!(out, "{{\"seq\":{},\"ts\":", self.seq.0);
+                serde_json::to_writer(&mut *out, &self.ts)?;
+                out.extend_from_slice(b",\"type\":\"pty.output\",\"data_b64\":\"");
+                let start = out.len();
+                out.resize(
+                    start + base64::encoded_len(data.len(), true).unwrap_or(0),
+                    0,
+                );
+                let written = B64.encode_slice(data, &mut out[start..]).unwrap_or(0);
+                out.truncate(start + written);
+                out.extend_from_slice(b"\"}\n");
+            }
+            _ => {
+                serde_json::to_writer(&mut *out, self)?;
+                out.push(b'\n');
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Serde adapter: bytes as standard base64 text.
 pub mod b64 {
     use super::B64;
@@ -131,6 +184,12 @@ mod tests {
         );
         let back: Event = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, event);
+        let mut fast = Vec::new();
+        event
+            .write_json_line(&mut fast)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(fast, format!("{line}\n").into_bytes());
+        assert_eq!(Event::from_json_line(&fast).ok(), Some(event));
     }
 
     #[test]

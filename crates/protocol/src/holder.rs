@@ -90,11 +90,21 @@ pub struct HolderStatus {
 }
 
 /// One line from a holder: an event of the log, or a control message.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(untagged)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum HolderLine {
     Event(Event),
     Message(HolderMessage),
+}
+
+impl HolderLine {
+    /// Event lines start with their `seq`; anything else is a control message.
+    pub fn parse(line: &[u8]) -> Result<Self, serde_json::Error> {
+        if line.starts_with(b"{\"seq\":") {
+            Event::from_json_line(line).map(Self::Event)
+        } else {
+            serde_json::from_slice(line).map(Self::Message)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -114,12 +124,12 @@ mod tests {
 
     #[test]
     fn event_lines_and_messages_are_told_apart() {
-        let event: HolderLine =
-            serde_json::from_str(r#"{"seq":5,"ts":1.5,"type":"pty.output","data_b64":"aGk="}"#)
+        let event =
+            HolderLine::parse(br#"{"seq":5,"ts":1.5,"type":"pty.output","data_b64":"aGk="}"#)
                 .unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(event, HolderLine::Event(_)));
-        let hello: HolderLine =
-            serde_json::from_str(r#"{"type":"hello","version":1,"holder_pid":9,"last_seq":4}"#)
+        let hello =
+            HolderLine::parse(br#"{"type":"hello","version":1,"holder_pid":9,"last_seq":4}"#)
                 .unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(
             hello,

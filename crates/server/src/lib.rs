@@ -93,7 +93,12 @@ impl Server {
             .into_make_service_with_connect_info::<auth::UnixPeer>();
         let tcp_shutdown = shutdown.clone();
         let unix_shutdown = shutdown.clone();
-        let tcp = axum::serve(self.tcp, tcp_app)
+        use axum::serve::ListenerExt as _;
+        // Answers are small and latency matters more than packet count.
+        let tcp_listener = self.tcp.tap_io(|stream| {
+            let _ = stream.set_nodelay(true);
+        });
+        let tcp = axum::serve(tcp_listener, tcp_app)
             .with_graceful_shutdown(async move { tcp_shutdown.cancelled().await });
         let unix = axum::serve(self.unix, unix_app)
             .with_graceful_shutdown(async move { unix_shutdown.cancelled().await });

@@ -34,8 +34,12 @@ async fn create_is_idempotent_and_delete_ends_the_tree_but_keeps_history() {
     )
     .await;
     let holder = hub.holder_pids()[0];
-    let tree = ptyhub_test_support::descendants(holder);
-    assert!(tree.len() >= 3, "{tree:?}");
+    // bash, the background sleep, and the setsid escapee (reparented to the holder).
+    let tree = wait_until("the background jobs run under the holder", || async {
+        let tree = ptyhub_test_support::descendants(holder);
+        (tree.len() >= 3).then_some(tree)
+    })
+    .await;
 
     let list = get(&client, "/v2/pty/sessions").await;
     assert_eq!(data(&list)["sessions"].as_array().map(Vec::len), Some(1));

@@ -79,6 +79,8 @@ pub(super) struct Holder {
     input: VecDeque<u8>,
     phase: Phase,
     last_cwd_check: Instant,
+    /// Whether buffers were allocated since the heap was last trimmed.
+    has_heap_activity: bool,
 }
 
 impl Holder {
@@ -118,6 +120,7 @@ impl Holder {
             input: VecDeque::new(),
             phase: Phase::Running,
             last_cwd_check: Instant::now(),
+            has_heap_activity: true,
         };
         let start = EventKind::Start {
             instance: holder.meta.instance,
@@ -181,6 +184,15 @@ impl Holder {
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         if n < 0 {
             return; // EINTR: go round again.
+        }
+        if n == 0 && self.has_heap_activity {
+            // Idle: hand the buffers of the last burst back to the system, so an idle holder
+            // stays small (one per terminal).
+            // SAFETY: malloc_trim only releases free heap memory.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+            self.has_heap_activity = false;
         }
         if fds[0].revents != 0 {
             self.handle_signals();
@@ -357,6 +369,7 @@ impl Holder {
         if filled == 0 {
             return false;
         }
+        self.has_heap_activity = true;
         buf.truncate(filled);
         if let Err(error) = self.log.append(EventKind::Output { data: buf }) {
             eprintln!("holder: cannot append output: {error}");
@@ -397,7 +410,8 @@ impl Holder {
     }
 
     fn read_client(&mut self, i: usize) {
-        let mut buf = [0u8; 64 * 1024];
+        self.has_heap_activity = true;
+        let mut buf = vec![0u8; 64 * 1024];
         loop {
             let client = &mut self.clients[i];
             match client.stream.read(&mut buf) {

@@ -87,8 +87,8 @@ impl EventLog {
             ts: now_ts(),
             kind,
         };
-        let mut line = serde_json::to_vec(&event).map_err(io::Error::other)?;
-        line.push(b'\n');
+        let mut line = Vec::with_capacity(128);
+        event.write_json_line(&mut line).map_err(io::Error::other)?;
         self.file.write_all(&line)?;
         if self
             .index
@@ -179,7 +179,7 @@ pub fn read_events(path: &Path, after: Seq, mut each: impl FnMut(Event)) -> io::
     file.read_to_end(&mut text)?;
     for line in text.split(|&b| b == b'\n') {
         if parse_seq_prefix(line).is_some_and(|seq| seq > after)
-            && let Ok(event) = serde_json::from_slice::<Event>(line)
+            && let Ok(event) = Event::from_json_line(line)
         {
             each(event);
         }

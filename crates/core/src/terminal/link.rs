@@ -46,7 +46,7 @@ impl HolderLink {
                 match reader.read_until(b'\n', &mut line).await {
                     Ok(0) | Err(_) => break,
                     Ok(_) if line.len() > HOLDER_LINE_MAX_BYTES => break,
-                    Ok(_) => match serde_json::from_slice::<HolderLine>(&line) {
+                    Ok(_) => match HolderLine::parse(&line) {
                         Ok(parsed) => {
                             if tx.send(parsed).await.is_err() {
                                 break;

@@ -28,7 +28,7 @@ use ptyhub_protocol::holder::{HolderLine, HolderMessage, HolderRequest};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::holder::log::read_events;
-use crate::screen::Screen;
+use crate::screen_worker::SharedScreen;
 use crate::shell::ShellKind;
 use crate::state_dir::{self, EVENTS_FILE, TerminalMeta};
 use crate::tracker::{CommandTracker, ShellPhase, TrackerEvent};
@@ -176,7 +176,7 @@ struct Actor {
     dir: PathBuf,
     meta: TerminalMeta,
     kind: ShellKind,
-    screen: Screen,
+    screen: SharedScreen,
     tracker: CommandTracker,
     last_seq: Seq,
     seq_tx: watch::Sender<Seq>,
@@ -190,13 +190,19 @@ struct Actor {
     timers: CommandTimers,
     last_output_at: Instant,
     last_activity: u64,
+    /// Whether a client typed into the terminal since the last command was submitted (the
+    /// prompt's line may then hold text that must be cleared first).
+    has_typed_input: bool,
+    /// The holder's last `seq` when this actor connected: until the actor has applied it, the
+    /// tracker is replaying history and no command may be submitted.
+    replay_until: Option<Seq>,
 }
 
 impl Actor {
     fn new(dir: PathBuf, meta: TerminalMeta, seq_tx: watch::Sender<Seq>) -> Self {
         Self {
             kind: ShellKind::parse(&meta.shell),
-            screen: Screen::new(meta.cols, meta.rows),
+            screen: SharedScreen::new(&dir.join(EVENTS_FILE), meta.cols, meta.rows),
             tracker: CommandTracker::new(&meta.integration_nonce),
             dir,
             last_activity: meta.created_at,
@@ -212,6 +218,8 @@ impl Actor {
             close_started: None,
             timers: CommandTimers::default(),
             last_output_at: Instant::now(),
+            has_typed_input: true,
+            replay_until: None,
         }
     }
 
@@ -296,6 +304,9 @@ impl Actor {
     async fn apply_line(&mut self, line: HolderLine) {
         match line {
             HolderLine::Event(event) => self.apply_event(event.seq, event.ts, event.kind),
+            HolderLine::Message(HolderMessage::Hello { last_seq, .. }) => {
+                self.replay_until = Some(last_seq);
+            }
             HolderLine::Message(HolderMessage::Error { message }) => {
                 tracing::warn!(id = %self.meta.id, %message, "holder error");
             }
@@ -307,7 +318,8 @@ impl Actor {
     /// Submits an exec that waited for a new shell's first prompt, once the line editor is
     /// ready for it (bracketed paste on), or at `force` (a shell without it).
     async fn submit_pending_when_ready(&mut self, force: bool) {
-        let is_ready = self.tracker.phase() == ShellPhase::Idle
+        let is_ready = self.is_caught_up()
+            && self.tracker.phase() == ShellPhase::Idle
             && (force || self.kind == ShellKind::Sh || self.tracker.is_bracketed_paste());
         if is_ready && let Some(pending) = self.pending_exec.take() {
             let outcome = self.submit(pending.request).await;
@@ -322,14 +334,12 @@ impl Actor {
         self.last_seq = seq;
         match kind {
             EventKind::Output { data } => {
-                self.screen.feed(&data);
                 let events = self.tracker.feed(&data);
                 self.last_output_at = Instant::now();
                 self.last_activity = ts as u64;
                 self.notify(&events);
             }
             EventKind::Resize { cols, rows } => {
-                self.screen.resize(cols, rows);
                 self.meta.cols = cols;
                 self.meta.rows = rows;
             }
@@ -343,7 +353,8 @@ impl Actor {
                 self.is_exited = false;
                 self.meta.instance = instance;
                 self.meta.pid = Some(pid);
-                self.screen.resize(cols, rows);
+                self.meta.cols = cols;
+                self.meta.rows = rows;
                 self.tracker.restarted();
             }
             EventKind::Exit { exit_code, signal } => {
@@ -357,6 +368,7 @@ impl Actor {
             }
             _ => {}
         }
+        self.screen.advance_to(seq);
         let _ = self.seq_tx.send(seq);
     }
 
@@ -404,6 +416,7 @@ impl Actor {
                 let _ = reply.send(self.screen_response());
             }
             Request::Input(data, reply) => {
+                self.has_typed_input = true;
                 let outcome = self.write_input(&data).await;
                 let _ = reply.send(outcome);
             }
@@ -443,7 +456,8 @@ impl Actor {
         let is_editor_ready = self.kind == ShellKind::Sh
             || !self.tracker.has_bracketed_paste()
             || self.tracker.is_bracketed_paste();
-        if self.tracker.phase() == ShellPhase::Starting || !is_editor_ready {
+        if !self.is_caught_up() || self.tracker.phase() == ShellPhase::Starting || !is_editor_ready
+        {
             self.pending_exec = Some(PendingExec {
                 request,
                 reply,
@@ -455,12 +469,22 @@ impl Actor {
         let _ = reply.send(outcome);
     }
 
+    /// Whether the history that existed when the actor connected has been applied.
+    fn is_caught_up(&self) -> bool {
+        self.replay_until
+            .is_some_and(|until| self.last_seq >= until)
+    }
+
     async fn submit(&mut self, request: ExecRequest) -> Result<u64, ApiError> {
-        let bytes = self
-            .kind
-            .submission(&request.command, self.tracker.has_bracketed_paste());
-        let ps1 = self.screen.text_before_cursor();
-        let id = self.tracker.submit(&request.command, ps1);
+        let bytes = self.kind.submission(
+            &request.command,
+            self.tracker.has_bracketed_paste(),
+            self.has_typed_input,
+        );
+        self.has_typed_input = false;
+        let id = self
+            .tracker
+            .submit(&request.command, &self.kind.echoed(&request.command));
         self.timers = CommandTimers {
             hard_deadline: request.hard_timeout.map(|t| Instant::now() + t),
             no_change: request.no_change_timeout,
