@@ -203,6 +203,9 @@ __ptyhub_preexec() {{
   __ptyhub_r=1
   builtin printf '\e]133;C;k=%s\a' "$__ptyhub_k"
 }}
+# zsh pads a line that ends without a newline before each prompt, ahead of every precmd hook,
+# which would land inside the command's output; prompts behave as in bash instead.
+unsetopt PROMPT_SP
 precmd_functions=(__ptyhub_precmd ${{precmd_functions[@]}})
 preexec_functions=(__ptyhub_preexec ${{preexec_functions[@]}})
 "#

@@ -133,27 +133,39 @@ pub fn read_meta(dir: &Path) -> io::Result<TerminalMeta> {
     serde_json::from_slice(&text).map_err(io::Error::other)
 }
 
-/// Writes `meta.json` and its text projections `state`, `status`, `owner` and `cwd`.
+/// Writes `meta.json` (flushed to disk) and its text projections `state`, `status`, `owner`
+/// and `cwd` (atomic, but derived from meta.json and not worth an fsync each).
 pub fn write_meta(dir: &Path, meta: &TerminalMeta) -> io::Result<()> {
     let json = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
-    write_atomic(dir, META_FILE, &json)?;
-    write_atomic(
-        dir,
-        "state",
-        format!("{}\n", meta.state.as_str()).as_bytes(),
-    )?;
-    write_atomic(
-        dir,
-        "status",
-        format!("{}\n", meta.state.as_str()).as_bytes(),
-    )?;
-    write_atomic(dir, "owner", format!("{}\n", meta.owner).as_bytes())?;
-    write_atomic(dir, "cwd", format!("{}\n", meta.cwd).as_bytes())
+    write_file(dir, META_FILE, &json, Durability::Synced)?;
+    let state = format!("{}\n", meta.state.as_str());
+    for (name, text) in [
+        ("state", state.clone()),
+        ("status", state),
+        ("owner", format!("{}\n", meta.owner)),
+        ("cwd", format!("{}\n", meta.cwd)),
+    ] {
+        write_file(dir, name, text.as_bytes(), Durability::Atomic)?;
+    }
+    Ok(())
+}
+
+/// How hard a metadata write tries to survive a machine crash.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// Readers see the old or the new content, never a mix.
+    Atomic,
+    /// Also flushed to disk before it replaces the old file.
+    Synced,
 }
 
 /// Writes `name` in `dir` through a temporary file in the same directory and a rename, so a
 /// reader sees the old content or the new, never a mix.
 pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
+    write_file(dir, name, contents, Durability::Synced)
+}
+
+fn write_file(dir: &Path, name: &str, contents: &[u8], durability: Durability) -> io::Result<()> {
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
     let mut file = fs::OpenOptions::new()
         .write(true)
@@ -162,7 +174,9 @@ pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
         .mode(0o600)
         .open(&tmp)?;
     file.write_all(contents)?;
-    file.sync_data()?;
+    if durability == Durability::Synced {
+        file.sync_data()?;
+    }
     drop(file);
     fs::rename(&tmp, dir.join(name))
 }

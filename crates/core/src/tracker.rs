@@ -14,7 +14,7 @@ pub use ptyhub_protocol::api::ConsoleRecord;
 pub use ptyhub_protocol::api::CommandStatus;
 use serde::Serialize;
 
-use crate::plain_text::PlainText;
+use crate::plain_text::{PlainText, TRUNCATE_CHARS, truncate_middle};
 
 /// Console records kept per terminal (DESIGN.md default).
 pub const CONSOLE_HISTORY_MAX: usize = 100;
@@ -455,7 +455,8 @@ impl CommandTracker {
             self.console.push_back(ConsoleRecord {
                 ps1: record.ps1.clone(),
                 command: record.command.clone(),
-                output: record.output(),
+                // History stays small: the full text is in the event log.
+                output: truncate_middle(&record.output(), TRUNCATE_CHARS),
             });
             while self.console.len() > CONSOLE_HISTORY_MAX {
                 self.console.pop_front();

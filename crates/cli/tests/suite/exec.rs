@@ -246,3 +246,21 @@ async fn posix_sh_gets_exit_codes_too() {
     let again = exec(&client, &id, "cd /tmp; pwd").await;
     assert_eq!(again["output"], "/tmp");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_gets_exit_codes_and_clean_output() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "shell": "zsh", "cwd": "/tmp" })).await;
+    let result = exec(&client, &id, "printf no-newline; cd /usr; export Z=1").await;
+    assert_eq!(result["output"], "no-newline");
+    let script = "for i in 1 2; do\n  echo $i $Z $PWD\ndone\ncat <<EOF\nheredoc\nEOF\n(exit 6)";
+    let result = exec(&client, &id, script).await;
+    assert_eq!(result["output"], "1 1 /usr\n2 1 /usr\nheredoc");
+    assert_eq!(result["exit_code"], 6);
+    let ps1 = result["console"][1]["ps1"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(ps1.ends_with("# ") || ps1.ends_with("% "), "{ps1:?}");
+}
