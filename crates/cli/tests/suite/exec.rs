@@ -181,13 +181,14 @@ async fn long_output_is_truncated_unless_asked_and_large_output_is_exact() {
     assert!(output.contains("[... Observation truncated due to length ...]"));
     assert!(output.chars().count() < 30_100);
 
+    // 10.9 MB of output, returned whole.
     let full = exec_raw(
         &client,
         &id,
-        json!({ "command": "seq 1 1000000", "truncate": false, "timeout": 120 }),
+        json!({ "command": "seq 1 1500000", "truncate": false, "timeout": 120 }),
     )
     .await;
-    let expected: String = (1..=1_000_000)
+    let expected: String = (1..=1_500_000)
         .map(|i| i.to_string())
         .collect::<Vec<_>>()
         .join("\n");
@@ -263,4 +264,23 @@ async fn zsh_gets_exit_codes_and_clean_output() {
         .unwrap_or_default()
         .to_owned();
     assert!(ps1.ends_with("# ") || ps1.ends_with("% "), "{ps1:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_output_is_decoded_without_harm() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let command =
+        "printf 'ok \\377\\376 \\303 end\\n'; head -c 20000 /dev/urandom; echo; echo after";
+    let result = exec(&client, &id, command).await;
+    assert_eq!(result["exit_code"], 0);
+    let output = result["output"].as_str().unwrap_or_default();
+    assert!(
+        output.starts_with("ok \u{FFFD}\u{FFFD} \u{FFFD} end\n"),
+        "{output:.60}"
+    );
+    assert!(output.ends_with("after"));
+    let again = exec(&client, &id, "echo still fine").await;
+    assert_eq!(again["output"], "still fine");
 }
