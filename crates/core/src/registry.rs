@@ -57,6 +57,8 @@ type Key = (String, TerminalId);
 pub struct Registry {
     config: RegistryConfig,
     entries: Mutex<HashMap<Key, Entry>>,
+    /// Held while a terminal is being created.
+    creating: Mutex<()>,
 }
 
 impl Registry {
@@ -65,6 +67,7 @@ impl Registry {
         Ok(Arc::new(Self {
             config,
             entries: Mutex::new(HashMap::new()),
+            creating: Mutex::new(()),
         }))
     }
 
@@ -141,19 +144,25 @@ impl Registry {
             (None, None) => TerminalId::parse(&format!("t-{}", random_token(12)))?,
         };
 
-        let mut entries = self.entries.lock().await;
+        // Creations are serialized among themselves (an id is created once); lookups and
+        // lists never wait for a holder to start.
+        let _creating = self.creating.lock().await;
         let key = (owner.to_owned(), id.clone());
-        let previous = entries.get(&key);
-        if let Some(entry) = previous.filter(|e| !e.is_closed) {
-            return Ok((entry.handle.clone(), false));
-        }
+        let previous = {
+            let entries = self.entries.lock().await;
+            match entries.get(&key) {
+                Some(entry) if !entry.is_closed => return Ok((entry.handle.clone(), false)),
+                Some(entry) => Some(entry.dir.clone()),
+                None => None,
+            }
+        };
         // A closed terminal reopened with the same id: a new instance in the same directory.
         let (dir, instance, agent, session, created_at) = match previous {
-            Some(entry) => {
-                let old = state_dir::read_meta(&entry.dir)
+            Some(previous_dir) => {
+                let old = state_dir::read_meta(&previous_dir)
                     .map_err(|e| ApiError::internal(format!("cannot read meta.json: {e}")))?;
                 (
-                    entry.dir.clone(),
+                    previous_dir,
                     old.instance + 1,
                     old.agent,
                     old.session,
@@ -230,7 +239,7 @@ impl Registry {
         let meta = state_dir::read_meta(&dir)
             .map_err(|e| ApiError::internal(format!("cannot read meta.json: {e}")))?;
         let handle = TerminalHandle::spawn(dir.clone(), meta);
-        entries.insert(
+        self.entries.lock().await.insert(
             key,
             Entry {
                 handle: handle.clone(),

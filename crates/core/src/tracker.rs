@@ -18,6 +18,10 @@ use crate::plain_text::{PlainText, TRUNCATE_CHARS, truncate_middle};
 
 /// Console records kept per terminal (DESIGN.md default).
 pub const CONSOLE_HISTORY_MAX: usize = 100;
+/// What bash reports for a line it refused (a syntax error).
+const REFUSED_EXIT_CODE: i32 = 2;
+/// What bash reports for a line abandoned with ^C.
+const ABANDONED_EXIT_CODE: i32 = 130;
 /// At most this much of what follows a prompt is kept to find the prompt's text.
 const PROMPT_MAX_BYTES: usize = 4096;
 /// An OSC longer than this is not a mark; it is passed through as text.
@@ -229,6 +233,8 @@ pub struct CommandTracker {
     since_prompt: PlainText,
     /// The first line of the last submission, as echoed after the prompt.
     typed_first_line: String,
+    /// Whether the line editor turned bracketed paste off since the last submission.
+    has_left_editor: bool,
 }
 
 impl CommandTracker {
@@ -243,6 +249,7 @@ impl CommandTracker {
             next_id: 1,
             since_prompt: PlainText::new(),
             typed_first_line: String::new(),
+            has_left_editor: false,
         }
     }
 
@@ -283,6 +290,7 @@ impl CommandTracker {
     /// Records that `command` was written to the shell as `typed` (its first line is echoed
     /// after the prompt); returns its id.
     pub fn submit(&mut self, command: &str, typed: &str) -> u64 {
+        self.has_left_editor = false;
         self.typed_first_line = typed
             .lines()
             .next()
@@ -333,6 +341,15 @@ impl CommandTracker {
                 Token::BracketedPaste(on) => {
                     self.is_bracketed_paste = on;
                     self.has_bracketed_paste |= on;
+                    if self.phase == ShellPhase::Submitted {
+                        if !on {
+                            self.has_left_editor = true;
+                        } else if self.has_left_editor {
+                            // The line editor closed and reopened without running anything:
+                            // the line was abandoned (^C while it was still being read).
+                            events.extend(self.finish_unstarted(ABANDONED_EXIT_CODE));
+                        }
+                    }
                 }
                 Token::Mark(Mark::CommandStart) => match self.phase {
                     ShellPhase::Submitted => {
@@ -360,7 +377,7 @@ impl CommandTracker {
                     if self.phase == ShellPhase::Submitted {
                         // The shell went back to its prompt without running anything: a
                         // syntax error, or an empty line.
-                        events.extend(self.finish_unstarted());
+                        events.extend(self.finish_unstarted(REFUSED_EXIT_CODE));
                     }
                     if self.phase != ShellPhase::Exited {
                         self.phase = ShellPhase::Idle;
@@ -429,7 +446,9 @@ impl CommandTracker {
         Some(TrackerEvent::Finished(id))
     }
 
-    fn finish_unstarted(&mut self) -> Option<TrackerEvent> {
+    /// Finishes a submitted command that never started; `exit_code` is what the shell reports
+    /// for such a line (an empty line reports 0).
+    fn finish_unstarted(&mut self, exit_code: i32) -> Option<TrackerEvent> {
         let record = self.current.as_mut().filter(|c| c.status.is_running())?;
         let echo_lines = record.command.lines().count().max(1);
         let shown = record.before_start.text();
@@ -442,7 +461,7 @@ impl CommandTracker {
         record.exit_code = match record.interrupted_as {
             Some(_) => None,
             None if is_blank => Some(0),
-            None => Some(2),
+            None => Some(exit_code),
         };
         self.phase = ShellPhase::Idle;
         let id = record.id;
@@ -551,6 +570,19 @@ mod tests {
         tracker.feed(&[mark("C"), b"hi\r\n".to_vec(), mark("D;0"), mark("A")].concat());
         let ps1 = tracker.console().next().map(|r| r.ps1.clone());
         assert_eq!(ps1.as_deref(), Some("root@vm:/tmp# "));
+    }
+
+    #[test]
+    fn a_line_abandoned_with_ctrl_c_before_it_ran_finishes() {
+        let mut tracker = CommandTracker::new(N);
+        tracker.feed(&mark("A"));
+        tracker.feed(b"\x1b[?2004h$ ");
+        let id = tracker.submit("sleep 30", "sleep 30");
+        tracker.feed(b"sleep 3^C\x1b[?2004l\r\r\n");
+        let events = tracker.feed(b"\x1b[?2004h$ ");
+        assert_eq!(events, vec![TrackerEvent::Finished(id)]);
+        assert_eq!(tracker.current().and_then(|r| r.exit_code), Some(130));
+        assert_eq!(tracker.phase(), ShellPhase::Idle);
     }
 
     #[test]

@@ -53,6 +53,7 @@ pub struct Ptyhub {
     pub socket: PathBuf,
     state: tempfile::TempDir,
     runtime: tempfile::TempDir,
+    home: tempfile::TempDir,
 }
 
 impl Ptyhub {
@@ -63,6 +64,7 @@ impl Ptyhub {
             .prefix("ph")
             .tempdir_in("/tmp")
             .unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let mut hub = Self {
             exe: PathBuf::from(exe),
             server: None,
@@ -71,6 +73,7 @@ impl Ptyhub {
             socket: runtime.path().join("ptyhub").join("server.sock"),
             state,
             runtime,
+            home,
         };
         hub.launch();
         hub
@@ -88,6 +91,9 @@ impl Ptyhub {
             ])
             .arg(self.state.path())
             .env("XDG_RUNTIME_DIR", self.runtime.path())
+            // Shells start in an empty home: the machine's own rc files (version managers,
+            // prompts) are not what the tests are about, and can be slow or stateful.
+            .env("HOME", self.home.path())
             .env_remove("PTYHUB_SOCKET")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

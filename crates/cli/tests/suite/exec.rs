@@ -150,10 +150,17 @@ async fn timeouts_press_ctrl_c_and_leave_the_terminal_usable() {
     let interrupted = exec_raw(
         &client,
         &id,
-        json!({ "command": "sleep 30", "async": true }),
+        json!({ "command": "sh -c 'echo ready; exec sleep 30'", "async": true }),
     )
     .await;
     assert_eq!(data(&interrupted)["status"], "running");
+    // A ^C typed before the shell hands the terminal to the command reaches the shell, as it
+    // would for a person; wait until the command itself printed.
+    wait_until("the command runs in the foreground", || async {
+        let screen = get(&client, &format!("/v2/pty/sessions/{id}/screen")).await;
+        (data(&screen)["output"] == "ready").then_some(())
+    })
+    .await;
     post(
         &client,
         &format!("/v2/pty/sessions/{id}/input"),
@@ -166,7 +173,35 @@ async fn timeouts_press_ctrl_c_and_leave_the_terminal_usable() {
         json!({ "seconds": 20 }),
     )
     .await;
-    assert_eq!(data(&done)["exit_code"], 130);
+    let screen = get(&client, &format!("/v2/pty/sessions/{id}/screen")).await;
+    let events = get(
+        &client,
+        &format!("/v2/pty/sessions/{id}/events?after_seq=0"),
+    )
+    .await;
+    let tail: Vec<String> = data(&events)["events"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .rev()
+                .take(8)
+                .map(|e| {
+                    use base64::Engine as _;
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(e["data_b64"].as_str().unwrap_or_default())
+                        .unwrap_or_default();
+                    format!("{} {:?}", e["seq"], String::from_utf8_lossy(&bytes))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        data(&done)["exit_code"],
+        130,
+        "{}\n{}\n{tail:#?}",
+        done.body,
+        data(&screen)["screen"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

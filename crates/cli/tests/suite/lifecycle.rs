@@ -148,3 +148,34 @@ async fn resize_changes_the_pty_and_the_screen() {
     assert_eq!(data(&screen)["cols"], 90);
     assert_eq!(data(&screen)["screen"].as_array().map(Vec::len), Some(20));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_of_one_id_make_one_terminal() {
+    let hub = start();
+    let client = hub.http();
+    let creates = (0..5).map(|_| {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .send(
+                    Method::POST,
+                    "/v2/pty/sessions",
+                    Some(&json!({ "id": "same" })),
+                )
+                .await
+                .map(|answer| answer.status)
+        })
+    });
+    let mut statuses = Vec::new();
+    for create in creates {
+        statuses.push(create.await.ok().and_then(Result::ok));
+    }
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        vec![Some(200), Some(200), Some(200), Some(200), Some(201)]
+    );
+    let list = get(&client, "/v2/pty/sessions").await;
+    assert_eq!(data(&list)["sessions"].as_array().map(Vec::len), Some(1));
+    assert_eq!(hub.holder_pids().len(), 1);
+}

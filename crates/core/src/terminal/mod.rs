@@ -232,7 +232,9 @@ impl Actor {
                     Some(line) => self.apply_line(line).await,
                     None => self.holder_gone().await,
                 },
-                request = requests.recv() => match request {
+                // Until the history it connected to is applied, the actor's view is a past one:
+                // requests wait rather than see it.
+                request = requests.recv(), if self.lines.is_none() || self.is_caught_up() => match request {
                     Some(request) => self.handle(request).await,
                     None => break,
                 },
