@@ -94,6 +94,8 @@ impl Ptyhub {
             // Shells start in an empty home: the machine's own rc files (version managers,
             // prompts) are not what the tests are about, and can be slow or stateful.
             .env("HOME", self.home.path())
+            // Also in the environment, so tests can check it never reaches a shell.
+            .env("PTYHUB_TOKEN", &self.token)
             .env_remove("PTYHUB_SOCKET")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

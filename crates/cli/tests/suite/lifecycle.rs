@@ -179,3 +179,46 @@ async fn concurrent_creates_of_one_id_make_one_terminal() {
     assert_eq!(data(&list)["sessions"].as_array().map(Vec::len), Some(1));
     assert_eq!(hub.holder_pids().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shell_starts_clean_sized_and_in_its_own_session() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(
+        &client,
+        json!({ "cols": 132, "rows": 43, "env": { "MY_VAR": "set" } }),
+    )
+    .await;
+    let size = exec(&client, &id, "stty size").await;
+    assert_eq!(
+        size["output"], "43 132",
+        "the first command sees the requested size"
+    );
+    let env = exec(
+        &client,
+        &id,
+        "env | grep -c '^PTYHUB_TOKEN\\|test-token' ; echo $MY_VAR $TERM",
+    )
+    .await;
+    assert_eq!(
+        env["output"], "0\nset xterm-256color",
+        "no server secret reaches the shell"
+    );
+    let fds = exec(&client, &id, "ls /proc/$$/fd | sort -n | tr '\\n' ' '").await;
+    assert_eq!(
+        fds["output"], "0 1 2 255 ",
+        "the shell inherits only its terminal"
+    );
+    let session = exec(&client, &id, "ps -o sid= -p $$; echo $$; tty").await;
+    let lines: Vec<String> = session["output"]
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.trim().to_owned())
+        .collect();
+    assert_eq!(
+        lines[0], lines[1],
+        "the shell leads its own session: {lines:?}"
+    );
+    assert!(lines[2].starts_with("/dev/pts/"), "{lines:?}");
+}

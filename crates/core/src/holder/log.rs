@@ -209,6 +209,11 @@ mod tests {
             .append(true)
             .open(&path)?
             .write_all(b"{\"seq\":3,\"ts\":1,\"ty")?;
+        // The signature of a power loss on ext4: NUL bytes after the torn line.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)?
+            .write_all(&[0u8; 512])?;
         let mut log = EventLog::open(&path)?;
         assert_eq!(log.last_seq(), Seq(2));
         assert_eq!(log.append(output("c"))?, Seq(3));
