@@ -1,5 +1,5 @@
-//! The server's connection to one holder: a writer for requests and a reader task that turns
-//! the holder's lines into [`HolderLine`]s on a bounded channel.
+//! The server's connection to one holder: a writer for requests and a cancel-safe reader of
+//! the holder's lines ([`HolderLine`]).
 
 use std::path::Path;
 
@@ -9,12 +9,10 @@ use ptyhub_protocol::holder::{
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
-use tokio::net::unix::OwnedWriteHalf;
-use tokio::sync::mpsc;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
-/// Lines parsed ahead of the actor. Small: the holder buffers the rest in its log file, so a
-/// busy actor slows the stream down without losing anything.
-const LINES_AHEAD: usize = 64;
+/// Bytes read from the holder at a time.
+const READ_BUFFER_BYTES: usize = 256 * 1024;
 /// Input is sent in pieces of at most this many bytes (well below the line limit).
 const INPUT_PIECE_BYTES: usize = 1024 * 1024;
 
@@ -22,13 +20,42 @@ pub struct HolderLink {
     writer: OwnedWriteHalf,
 }
 
+/// The holder's lines, read by the terminal's actor itself (no task or channel in between: one
+/// wake-up less per event on the latency path).
+pub struct HolderLines {
+    reader: BufReader<OwnedReadHalf>,
+    /// A line being read; it survives a cancelled `next`, so no byte is lost.
+    line: Vec<u8>,
+}
+
+impl HolderLines {
+    /// The next line, or `None` once the holder is gone. Cancel-safe.
+    pub async fn next(&mut self) -> Option<HolderLine> {
+        loop {
+            match self.reader.read_until(b'\n', &mut self.line).await {
+                Ok(0) | Err(_) => return None,
+                Ok(_) if self.line.last() != Some(&b'\n') => {
+                    if self.line.len() > HOLDER_LINE_MAX_BYTES {
+                        return None;
+                    }
+                }
+                Ok(_) => {
+                    let parsed = HolderLine::parse(&self.line);
+                    self.line.clear();
+                    match parsed {
+                        Ok(line) => return Some(line),
+                        Err(error) => tracing::warn!(%error, "unreadable line from holder"),
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl HolderLink {
     /// Connects, greets, and subscribes from `after_seq`. Returns the link and the stream of
     /// lines (it ends when the holder goes away).
-    pub async fn connect(
-        socket: &Path,
-        after_seq: Seq,
-    ) -> std::io::Result<(Self, mpsc::Receiver<HolderLine>)> {
+    pub async fn connect(socket: &Path, after_seq: Seq) -> std::io::Result<(Self, HolderLines)> {
         let stream = UnixStream::connect(socket).await?;
         let (reader, writer) = stream.into_split();
         let mut link = Self { writer };
@@ -37,27 +64,11 @@ impl HolderLink {
         })
         .await?;
         link.send(&HolderRequest::Subscribe { after_seq }).await?;
-        let (tx, rx) = mpsc::channel(LINES_AHEAD);
-        tokio::spawn(async move {
-            let mut reader = BufReader::with_capacity(256 * 1024, reader);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                match reader.read_until(b'\n', &mut line).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) if line.len() > HOLDER_LINE_MAX_BYTES => break,
-                    Ok(_) => match HolderLine::parse(&line) {
-                        Ok(parsed) => {
-                            if tx.send(parsed).await.is_err() {
-                                break;
-                            }
-                        }
-                        Err(error) => tracing::warn!(%error, "unreadable line from holder"),
-                    },
-                }
-            }
-        });
-        Ok((link, rx))
+        let lines = HolderLines {
+            reader: BufReader::with_capacity(READ_BUFFER_BYTES, reader),
+            line: Vec::new(),
+        };
+        Ok((link, lines))
     }
 
     pub async fn send(&mut self, request: &HolderRequest) -> std::io::Result<()> {

@@ -32,7 +32,7 @@ use crate::screen_worker::SharedScreen;
 use crate::shell::ShellKind;
 use crate::state_dir::{self, EVENTS_FILE, TerminalMeta};
 use crate::tracker::{CommandTracker, ShellPhase, TrackerEvent};
-pub use link::HolderLink;
+pub use link::{HolderLines, HolderLink};
 
 /// Requests queued per terminal; senders wait when it is full.
 const REQUESTS_QUEUED: usize = 64;
@@ -181,7 +181,7 @@ struct Actor {
     last_seq: Seq,
     seq_tx: watch::Sender<Seq>,
     link: Option<HolderLink>,
-    lines: Option<mpsc::Receiver<HolderLine>>,
+    lines: Option<HolderLines>,
     is_exited: bool,
     pending_exec: Option<PendingExec>,
     waiters: Vec<(u64, oneshot::Sender<CommandResult>)>,
@@ -706,9 +706,9 @@ fn not_running(meta: &TerminalMeta) -> ApiError {
     )
 }
 
-async fn recv_line(lines: &mut Option<mpsc::Receiver<HolderLine>>) -> Option<HolderLine> {
+async fn recv_line(lines: &mut Option<HolderLines>) -> Option<HolderLine> {
     match lines {
-        Some(rx) => rx.recv().await,
+        Some(lines) => lines.next().await,
         None => std::future::pending().await,
     }
 }
