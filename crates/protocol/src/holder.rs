@@ -32,7 +32,7 @@ pub enum HolderRequest {
     Subscribe {
         after_seq: Seq,
     },
-    /// Bytes to write to the PTY, as typed.
+    /// Bytes to write to the PTY, as typed. Answered by one `input_result`.
     Input {
         #[serde(rename = "data_b64", with = "crate::event::b64")]
         data: Vec<u8>,
@@ -64,6 +64,11 @@ pub enum HolderMessage {
         last_seq: Seq,
     },
     Status(HolderStatus),
+    /// The answer to each `input` request, in order: whether its bytes were queued for the PTY.
+    InputResult {
+        accepted: bool,
+        error: Option<String>,
+    },
     /// The answer to a `signal` request.
     Signaled {
         pgid: Option<u32>,

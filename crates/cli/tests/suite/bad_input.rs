@@ -182,3 +182,47 @@ async fn bad_requests_get_codes_and_change_nothing() {
     let still = exec(&client, &id, "echo serving").await;
     assert_eq!(still["output"], "serving");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_to_a_program_that_never_reads_is_refused_not_dropped() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let started = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/exec"),
+        // Raw mode: the line discipline holds unread input back instead of discarding it.
+        json!({ "command": "stty raw -echo; sleep 600", "async": true }),
+    )
+    .await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    let chunk = "x".repeat(4 * 1024 * 1024 - 16);
+    let mut refused = None;
+    for attempt in 0..8 {
+        let answer = post(
+            &client,
+            &format!("/v2/pty/sessions/{id}/input"),
+            json!({ "input": chunk }),
+        )
+        .await;
+        if answer.status != 200 {
+            refused = Some((attempt, answer));
+            break;
+        }
+    }
+    let (attempt, answer) =
+        refused.unwrap_or_else(|| panic!("32 MiB of unread input were all accepted"));
+    assert!(attempt >= 3, "refused too early, after {attempt} inputs");
+    assert_eq!(answer.status, 409, "{}", answer.body);
+    assert_eq!(answer.body["error"]["code"], "BUSY");
+    assert!(
+        answer.body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not reading"))
+    );
+    let closed = client
+        .send(Method::DELETE, &format!("/v2/pty/sessions/{id}"), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(closed.body["success"], true);
+}

@@ -485,15 +485,14 @@ impl Holder {
                 } else {
                     None
                 };
-                match refusal {
-                    Some(message) => self.clients[i].send_message(&HolderMessage::Error {
-                        message: message.to_owned(),
-                    }),
-                    None => {
-                        self.input.extend(data);
-                        self.write_input();
-                    }
+                if refusal.is_none() {
+                    self.input.extend(data);
+                    self.write_input();
                 }
+                self.clients[i].send_message(&HolderMessage::InputResult {
+                    accepted: refusal.is_none(),
+                    error: refusal.map(str::to_owned),
+                });
             }
             HolderRequest::Resize { cols, rows } => {
                 if let Some(master) = self.master.as_ref()

@@ -13,8 +13,6 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 /// Bytes read from the holder at a time.
 const READ_BUFFER_BYTES: usize = 256 * 1024;
-/// Input is sent in pieces of at most this many bytes (well below the line limit).
-const INPUT_PIECE_BYTES: usize = 1024 * 1024;
 
 pub struct HolderLink {
     writer: OwnedWriteHalf,
@@ -77,14 +75,11 @@ impl HolderLink {
         self.writer.write_all(&line).await
     }
 
-    /// Writes bytes to the PTY, in pieces.
+    /// Writes bytes to the PTY (one request: the holder answers it with one `input_result`).
     pub async fn input(&mut self, data: &[u8]) -> std::io::Result<()> {
-        for piece in data.chunks(INPUT_PIECE_BYTES) {
-            self.send(&HolderRequest::Input {
-                data: piece.to_vec(),
-            })
-            .await?;
-        }
-        Ok(())
+        self.send(&HolderRequest::Input {
+            data: data.to_vec(),
+        })
+        .await
     }
 }

@@ -16,6 +16,7 @@
 
 mod link;
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -196,6 +197,9 @@ struct Actor {
     /// The holder's last `seq` when this actor connected: until the actor has applied it, the
     /// tracker is replaying history and no command may be submitted.
     replay_until: Option<Seq>,
+    /// Input requests sent to the holder and not yet answered, in order; `Some` when a client
+    /// waits for the answer.
+    input_acks: VecDeque<Option<oneshot::Sender<Result<(), ApiError>>>>,
 }
 
 impl Actor {
@@ -220,6 +224,7 @@ impl Actor {
             last_output_at: Instant::now(),
             has_typed_input: true,
             replay_until: None,
+            input_acks: VecDeque::new(),
         }
     }
 
@@ -290,6 +295,9 @@ impl Actor {
     async fn holder_gone(&mut self) {
         self.link = None;
         self.lines = None;
+        for ack in self.input_acks.drain(..).flatten() {
+            let _ = ack.send(Err(not_running(&self.meta)));
+        }
         if let Ok(meta) = state_dir::read_meta(&self.dir) {
             self.meta.state = meta.state;
             self.meta.cwd = meta.cwd;
@@ -308,6 +316,19 @@ impl Actor {
             HolderLine::Event(event) => self.apply_event(event.seq, event.ts, event.kind),
             HolderLine::Message(HolderMessage::Hello { last_seq, .. }) => {
                 self.replay_until = Some(last_seq);
+            }
+            HolderLine::Message(HolderMessage::InputResult { accepted, error }) => {
+                if let Some(Some(ack)) = self.input_acks.pop_front() {
+                    let outcome = if accepted {
+                        Ok(())
+                    } else {
+                        Err(ApiError::new(
+                            ErrorCode::Busy,
+                            error.unwrap_or_else(|| "input refused".to_owned()),
+                        ))
+                    };
+                    let _ = ack.send(outcome);
+                }
             }
             HolderLine::Message(HolderMessage::Error { message }) => {
                 tracing::warn!(id = %self.meta.id, %message, "holder error");
@@ -419,8 +440,9 @@ impl Actor {
             }
             Request::Input(data, reply) => {
                 self.has_typed_input = true;
-                let outcome = self.write_input(&data).await;
-                let _ = reply.send(outcome);
+                if let Err(error) = self.write_input(&data, Some(reply)).await {
+                    tracing::debug!(%error, "input not sent");
+                }
             }
             Request::Resize(cols, rows, reply) => {
                 let outcome = match self.link.as_mut() {
@@ -494,21 +516,35 @@ impl Actor {
         };
         self.last_output_at = Instant::now();
         self.last_activity = state_dir::unix_now();
-        self.write_input(&bytes).await?;
+        self.write_input(&bytes, None).await?;
         Ok(id)
     }
 
-    async fn write_input(&mut self, data: &[u8]) -> Result<(), ApiError> {
-        if self.is_exited {
-            return Err(not_running(&self.meta));
-        }
-        let Some(link) = self.link.as_mut() else {
-            return Err(not_running(&self.meta));
+    /// Sends bytes to the PTY. `ack` (a client's input request) is answered once the holder
+    /// has accepted or refused them; an error here is also sent to `ack`.
+    async fn write_input(
+        &mut self,
+        data: &[u8],
+        ack: Option<oneshot::Sender<Result<(), ApiError>>>,
+    ) -> Result<(), ApiError> {
+        let sent = match self.link.as_mut() {
+            Some(link) if !self.is_exited => link.input(data).await.map_err(|e| {
+                ApiError::new(ErrorCode::SessionNotRunning, format!("holder link: {e}"))
+            }),
+            _ => Err(not_running(&self.meta)),
         };
-        self.last_activity = state_dir::unix_now();
-        link.input(data)
-            .await
-            .map_err(|e| ApiError::new(ErrorCode::SessionNotRunning, format!("holder link: {e}")))
+        match &sent {
+            Ok(()) => {
+                self.last_activity = state_dir::unix_now();
+                self.input_acks.push_back(ack);
+            }
+            Err(error) => {
+                if let Some(ack) = ack {
+                    let _ = ack.send(Err(error.clone()));
+                }
+            }
+        }
+        sent
     }
 
     async fn close(&mut self, reply: oneshot::Sender<Result<TerminalMeta, ApiError>>) {
@@ -632,7 +668,7 @@ impl Actor {
             record.interrupted_as = Some(status);
         }
         self.timers.interrupted_at = Some(Instant::now());
-        let _ = self.write_input(b"\x03").await;
+        let _ = self.write_input(b"\x03", None).await;
     }
 
     fn command_result(&self, id: Option<u64>) -> CommandResult {
