@@ -17,10 +17,7 @@ pub struct TerminalId(String);
 impl TerminalId {
     /// Validates `raw` against the id grammar.
     pub fn parse(raw: &str) -> Result<Self, ApiError> {
-        let mut chars = raw.chars();
-        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
-        let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-        if !first_ok || !rest_ok || raw.len() > TERMINAL_ID_MAX_LEN {
+        if !is_path_safe(raw, TERMINAL_ID_MAX_LEN) {
             return Err(ApiError::new(
                 ErrorCode::InvalidInput,
                 format!(
@@ -71,10 +68,7 @@ impl Name {
     pub const MAX_LEN: usize = 64;
 
     pub fn parse(raw: &str) -> Result<Self, ApiError> {
-        let mut chars = raw.chars();
-        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
-        let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-        if !first_ok || !rest_ok || raw.len() > Self::MAX_LEN {
+        if !is_path_safe(raw, Self::MAX_LEN) {
             return Err(ApiError::new(
                 ErrorCode::InvalidInput,
                 format!(
@@ -144,6 +138,15 @@ impl TermSize {
         }
         Ok(Self { cols, rows })
     }
+}
+
+/// Whether `raw` is 1..=`max_len` of `[A-Za-z0-9_.-]` starting with a letter or digit: safe as
+/// one path component (no `/`, no `..`, no hidden file) and in a URL path segment.
+fn is_path_safe(raw: &str, max_len: usize) -> bool {
+    let mut chars = raw.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    first_ok && rest_ok && raw.len() <= max_len
 }
 
 /// Shortens untrusted text before it is echoed in an error message.
