@@ -25,6 +25,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# The published agent-sandbox SDK drives the v1 API in the tests (its shell client needs only
+# httpx and pydantic, not the SDK's other dependencies).
+if ! python3 -c 'import agent_sandbox.shell, httpx, pydantic' 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check --no-deps agent-sandbox==0.0.30
+  python3 -m pip install -q --disable-pip-version-check httpx pydantic
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 log=$(mktemp)

@@ -26,6 +26,17 @@ impl From<ApiError> for HttpError {
     }
 }
 
+impl HttpError {
+    /// An error answered with a status other than its code's (a compatibility surface).
+    pub fn with_status(status: StatusCode, error: ApiError) -> Self {
+        Self { status, error }
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        self.error.code
+    }
+}
+
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         if self.status.is_server_error() {

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod http_error;
+pub mod v1;
 pub mod v2;
 
 use std::net::SocketAddr;
@@ -69,6 +70,7 @@ impl Server {
 
     fn router(&self) -> axum::Router<AppState> {
         v2::routes()
+            .merge(v1::routes())
             .fallback(http_error::no_route)
             .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
     }

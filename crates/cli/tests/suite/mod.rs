@@ -3,6 +3,7 @@ mod cli;
 mod crash;
 mod exec;
 mod lifecycle;
+mod v1_sdk;
 
 use ptyhub_client::{Client, Method};
 use ptyhub_test_support::{Ptyhub, data};

@@ -1,0 +1,124 @@
+"""Drives ptyhub's v1 shell API with the published agent-sandbox SDK, unmodified.
+
+Run by the Rust integration test `suite::v1_sdk` with PTYHUB_URL and PTYHUB_TOKEN pointing at a
+real server; exits non-zero (with the failing check) on any mismatch.
+"""
+
+import os
+import sys
+import tempfile
+
+from agent_sandbox import Sandbox
+
+
+def check(condition, what):
+    if not condition:
+        print(f"FAILED: {what}", file=sys.stderr)
+        sys.exit(1)
+
+
+def main():
+    client = Sandbox(
+        base_url=os.environ["PTYHUB_URL"],
+        headers={"Authorization": f"Bearer {os.environ['PTYHUB_TOKEN']}"},
+        timeout=60,
+    )
+    shell = client.shell
+
+    workdir = tempfile.mkdtemp(prefix="ptyhub-sdk-")
+    created = shell.create_session(id="sdk-1", exec_dir=workdir).data
+    check(created.session_id == "sdk-1", f"create_session id: {created}")
+    check(created.working_dir == os.path.realpath(workdir), f"working_dir: {created}")
+    again = shell.create_session(id="sdk-1").data
+    check(again.session_id == "sdk-1", "an existing id returns the existing session")
+
+    result = shell.exec_command(id="sdk-1", command="pwd; echo out; (exit 3)").data
+    check(result.status == "completed", f"exec status: {result}")
+    check(result.output == f"{os.path.realpath(workdir)}\nout", f"exec output: {result.output!r}")
+    check(result.exit_code == 3, f"exec exit code: {result}")
+    check(result.console and result.console[-1].command == "pwd; echo out; (exit 3)", "console record")
+
+    script = "cd /tmp\nexport SDK_VAR=héllo\ncat <<'EOF'\nheredoc $SDK_VAR\nEOF"
+    result = shell.exec_command(id="sdk-1", command=script).data
+    check(result.output == "heredoc $SDK_VAR", f"heredoc: {result.output!r}")
+    result = shell.exec_command(id="sdk-1", command="pwd; echo $SDK_VAR").data
+    check(result.output == "/tmp\nhéllo", f"cd/export persist: {result.output!r}")
+
+    # A session made on first use of an unknown id.
+    fresh = shell.exec_command(id="sdk-auto", command="echo auto").data
+    check(fresh.session_id == "sdk-auto" and fresh.output == "auto", f"auto-created: {fresh}")
+
+    # Interactive input answered with write_to_process.
+    started = shell.exec_command(
+        id="sdk-1",
+        command="python3 -c \"name = input('Name: '); print('Hello', name)\"",
+        async_mode=True,
+    ).data
+    check(started.status == "running", f"async exec: {started}")
+    for _ in range(200):
+        view = shell.view(id="sdk-1").data
+        if view.output.endswith("Name: "):
+            break
+        import time
+
+        time.sleep(0.05)
+    check(view.status == "running" and view.output.endswith("Name: "), f"prompt visible: {view}")
+    written = shell.write_to_process(id="sdk-1", input="Alice", press_enter=True).data
+    check(written.status in ("running", "completed"), f"write: {written}")
+    waited = shell.wait_for_process(id="sdk-1", seconds=10).data
+    check(waited.status == "completed", f"wait: {waited}")
+    view = shell.view(id="sdk-1").data
+    check(view.output == "Name: Alice\nHello Alice" and view.exit_code == 0, f"view after: {view}")
+
+    # Timeouts press ^C and leave the session usable.
+    quiet = shell.exec_command(id="sdk-1", command="sleep 30", no_change_timeout=1).data
+    check(quiet.status == "no_change_timeout" and quiet.exit_code is None, f"no_change: {quiet}")
+    hard = shell.exec_command(id="sdk-1", command="while true; do :; done", hard_timeout=0.5).data
+    check(hard.status == "hard_timeout", f"hard_timeout: {hard}")
+    result = shell.exec_command(id="sdk-1", command="echo usable").data
+    check(result.output == "usable", f"usable after timeouts: {result}")
+
+    # One running command per session.
+    shell.exec_command(id="sdk-1", command="sleep 5", async_mode=True)
+    try:
+        shell.exec_command(id="sdk-1", command="echo second")
+        check(False, "a second exec while one runs must fail")
+    except Exception as error:  # the SDK raises its BadRequestError
+        check("already has a running command" in str(error), f"busy message: {error}")
+
+    # Truncation.
+    long = shell.exec_command(id="sdk-auto", command="seq 1 20000").data
+    check("[... Observation truncated due to length ...]" in long.output, "truncated")
+    full = shell.exec_command(id="sdk-auto", command="seq 1 20000", truncate=False).data
+    check(full.output == "\n".join(str(i) for i in range(1, 20001)), "truncate=False is whole")
+
+    # strict exec_dir.
+    try:
+        shell.exec_command(id="sdk-auto", command="pwd", exec_dir="/no/such/dir", strict=True)
+        check(False, "strict with a missing exec_dir must fail")
+    except Exception as error:
+        check("exec_dir" in str(error), f"strict message: {error}")
+    lenient = shell.exec_command(id="sdk-auto", command="echo fallback", exec_dir="/no/such/dir").data
+    check(lenient.output == "fallback", f"non-strict falls back: {lenient}")
+
+    listed = shell.list_sessions().data
+    check({"sdk-1", "sdk-auto"} <= set(listed.sessions), f"list: {listed}")
+    check(listed.sessions["sdk-1"].current_command is not None, "list shows the running command")
+
+    # kill ends the command and closes the session; a second kill is 404.
+    killed = shell.kill_process(id="sdk-1").data
+    check(killed.status == "terminated", f"kill: {killed}")
+    try:
+        shell.kill_process(id="sdk-1")
+        check(False, "a second kill must fail")
+    except Exception as error:
+        check("404" in str(error) or "not found" in str(error), f"second kill: {error}")
+    check("sdk-1" not in shell.list_sessions().data.sessions, "killed session left the list")
+
+    cleaned = shell.cleanup_session("sdk-auto")
+    check(cleaned.success, f"cleanup: {cleaned}")
+    print("v1 sdk: all checks passed")
+
+
+if __name__ == "__main__":
+    main()

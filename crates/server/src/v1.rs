@@ -1,0 +1,467 @@
+//! REST v1: `/v1/shell/*`, compatible with the published `agent-sandbox` 0.0.30 SDK (seed 000).
+//!
+//! The same terminals as v2 under the SDK's field names. Statuses follow the seed where the
+//! SDK depends on them: the SDK retries 408, 409 and 429, so a busy terminal answers 400
+//! ("Session already has a running command") rather than v2's 409 — a retried exec would run
+//! the command twice.
+
+use std::time::Duration;
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{delete, get, post};
+use ptyhub_core::registry::CreateSpec;
+use ptyhub_protocol::api::{CommandResult, CommandStatus, ConsoleRecord, Envelope, ExecParams};
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::ids::TerminalId;
+use serde::{Deserialize, Serialize};
+
+use crate::AppState;
+use crate::auth::{Capability, Principal};
+use crate::http_error::{HttpError, JsonBody};
+use crate::v2::run_exec;
+
+/// Longest `wait` of v1.
+const WAIT_MAX_SECS: f64 = 3600.0;
+
+type Answer<T> = Result<Json<Envelope<T>>, HttpError>;
+
+pub fn routes() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/v1/shell/sessions/create", post(create))
+        .route("/v1/shell/exec", post(exec))
+        .route("/v1/shell/view", post(view))
+        .route("/v1/shell/wait", post(wait))
+        .route("/v1/shell/write", post(write))
+        .route("/v1/shell/kill", post(kill))
+        .route("/v1/shell/sessions", get(list))
+        .route("/v1/shell/sessions/{id}", delete(cleanup))
+}
+
+/// v1's statuses for failures (see the module docs).
+fn v1_error(error: impl Into<ApiError>) -> HttpError {
+    let error = error.into();
+    match error.code {
+        ErrorCode::Busy | ErrorCode::Timeout | ErrorCode::SessionNotRunning => {
+            HttpError::with_status(StatusCode::BAD_REQUEST, error)
+        }
+        _ => HttpError::from(error),
+    }
+}
+
+fn ok<T>(message: &str, data: T) -> Answer<T> {
+    Ok(Json(Envelope::ok(message, data)))
+}
+
+#[derive(Deserialize)]
+struct CreateParams {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    exec_dir: Option<String>,
+    #[serde(default)]
+    no_change_timeout: Option<f64>,
+    #[serde(default)]
+    preserve_symlinks: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct CreateResponse {
+    session_id: String,
+    working_dir: String,
+}
+
+/// The directory a session starts in: as given with `preserve_symlinks`, else resolved.
+fn working_dir(
+    exec_dir: Option<&str>,
+    preserve_symlinks: bool,
+) -> Result<Option<String>, ApiError> {
+    let Some(dir) = exec_dir else {
+        return Ok(None);
+    };
+    let path = std::path::Path::new(dir);
+    if !path.is_absolute() || !path.is_dir() {
+        return Err(ApiError::invalid(format!(
+            "exec_dir {dir:?} is not an existing absolute directory"
+        )));
+    }
+    if preserve_symlinks {
+        return Ok(Some(dir.to_owned()));
+    }
+    Ok(Some(
+        std::fs::canonicalize(path)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| dir.to_owned()),
+    ))
+}
+
+/// Finds the terminal `id`, or creates it (v1 creates on first use).
+async fn find_or_create(
+    state: &AppState,
+    principal: &Principal,
+    id: Option<&str>,
+    cwd: Option<String>,
+) -> Result<(String, bool), ApiError> {
+    if let Some(id) = id
+        && let Ok(handle) = state.registry.get(&principal.owner, id).await
+    {
+        return Ok((handle.info().await?.session_id, false));
+    }
+    principal.require(Capability::Create)?;
+    let spec = CreateSpec {
+        id: id.map(TerminalId::parse).transpose()?,
+        cwd,
+        ..CreateSpec::default()
+    };
+    let (handle, is_new) = state.registry.create(&principal.owner, spec).await?;
+    Ok((handle.info().await?.session_id, is_new))
+}
+
+async fn create(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    JsonBody(params): JsonBody<CreateParams>,
+) -> Answer<CreateResponse> {
+    let _ = params.no_change_timeout;
+    let cwd = working_dir(
+        params.exec_dir.as_deref(),
+        params.preserve_symlinks.unwrap_or(false),
+    )
+    .map_err(v1_error)?;
+    let (session_id, _) = find_or_create(&state, &principal, params.id.as_deref(), cwd)
+        .await
+        .map_err(v1_error)?;
+    let handle = state
+        .registry
+        .get(&principal.owner, &session_id)
+        .await
+        .map_err(v1_error)?;
+    let info = handle.info().await.map_err(v1_error)?;
+    ok(
+        "Session created",
+        CreateResponse {
+            session_id,
+            working_dir: info.working_dir,
+        },
+    )
+}
+
+#[derive(Deserialize)]
+struct ExecV1Params {
+    command: String,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    exec_dir: Option<String>,
+    #[serde(default)]
+    async_mode: Option<bool>,
+    #[serde(default)]
+    timeout: Option<f64>,
+    #[serde(default)]
+    strict: Option<bool>,
+    #[serde(default)]
+    no_change_timeout: Option<f64>,
+    #[serde(default)]
+    hard_timeout: Option<f64>,
+    #[serde(default)]
+    preserve_symlinks: Option<bool>,
+    #[serde(default)]
+    truncate: Option<bool>,
+}
+
+async fn exec(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    JsonBody(params): JsonBody<ExecV1Params>,
+) -> Answer<CommandResult> {
+    let preserve = params.preserve_symlinks.unwrap_or(false);
+    // `strict`: a missing exec_dir is an error; otherwise the command runs where the shell is.
+    let exec_dir = match working_dir(params.exec_dir.as_deref(), preserve) {
+        Ok(dir) => dir,
+        Err(error) if params.strict.unwrap_or(false) => return Err(v1_error(error)),
+        Err(_) => None,
+    };
+    let (session_id, is_new) =
+        find_or_create(&state, &principal, params.id.as_deref(), exec_dir.clone())
+            .await
+            .map_err(v1_error)?;
+    let exec = ExecParams {
+        command: params.command,
+        is_async: params.async_mode.unwrap_or(false),
+        timeout: params.timeout,
+        no_change_timeout: params.no_change_timeout,
+        hard_timeout: params.hard_timeout,
+        truncate: params.truncate,
+        // A new session already starts there.
+        exec_dir: if is_new { None } else { exec_dir },
+    };
+    ok(
+        "Command executed",
+        run_exec(&state, &principal, &session_id, exec)
+            .await
+            .map_err(v1_error)?,
+    )
+}
+
+#[derive(Deserialize)]
+struct IdParams {
+    id: String,
+}
+
+#[derive(Serialize)]
+struct ViewResponse {
+    output: String,
+    session_id: String,
+    console: Vec<ConsoleRecord>,
+    status: CommandStatus,
+    command: Option<String>,
+    exit_code: Option<i32>,
+}
+
+async fn view(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    JsonBody(params): JsonBody<IdParams>,
+) -> Answer<ViewResponse> {
+    principal.require(Capability::Read).map_err(v1_error)?;
+    let handle = state
+        .registry
+        .get(&principal.owner, &params.id)
+        .await
+        .map_err(v1_error)?;
+    let screen = handle.screen().await.map_err(v1_error)?;
+    let result = handle.command_result(None).await.map_err(v1_error)?;
+    ok(
+        "Session viewed",
+        ViewResponse {
+            output: screen.output,
+            session_id: screen.session_id,
+            console: result.console,
+            status: screen.status,
+            command: result.command,
+            exit_code: screen.exit_code,
+        },
+    )
+}
+
+#[derive(Deserialize)]
+struct WaitParams {
+    id: String,
+    #[serde(default)]
+    seconds: Option<f64>,
+    #[serde(default)]
+    max_wait_seconds: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct StatusResponse {
+    status: CommandStatus,
+}
+
+async fn wait(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    JsonBody(params): JsonBody<WaitParams>,
+) -> Answer<StatusResponse> {
+    principal.require(Capability::Read).map_err(v1_error)?;
+    let limit = params
+        .seconds
+        .into_iter()
+        .chain(params.max_wait_seconds)
+        .fold(f64::INFINITY, f64::min);
+    let limit = if limit.is_finite() { limit } else { 30.0 };
+    if !(0.0..=WAIT_MAX_SECS).contains(&limit) {
+        return Err(v1_error(ApiError::invalid(format!(
+            "seconds must be between 0 and {WAIT_MAX_SECS}"
+        ))));
+    }
+    let handle = state
+        .registry
+        .get(&principal.owner, &params.id)
+        .await
+        .map_err(v1_error)?;
+    let result = handle
+        .wait_command(None, Some(Duration::from_secs_f64(limit)))
+        .await
+        .map_err(v1_error)?;
+    ok(
+        "Wait finished",
+        StatusResponse {
+            status: result.status,
+        },
+    )
+}
+
+#[derive(Deserialize)]
+struct WriteParams {
+    id: String,
+    input: String,
+    #[serde(default)]
+    press_enter: bool,
+}
+
+async fn write(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    JsonBody(params): JsonBody<WriteParams>,
+) -> Answer<StatusResponse> {
+    principal.require(Capability::Write).map_err(v1_error)?;
+    let handle = state
+        .registry
+        .get(&principal.owner, &params.id)
+        .await
+        .map_err(v1_error)?;
+    let mut data = params.input.into_bytes();
+    if params.press_enter {
+        data.push(b'\r');
+    }
+    handle.input(data).await.map_err(v1_error)?;
+    let result = handle.command_result(None).await.map_err(v1_error)?;
+    ok(
+        "Input written",
+        StatusResponse {
+            status: result.status,
+        },
+    )
+}
+
+#[derive(Serialize)]
+struct KillResponse {
+    status: CommandStatus,
+    exit_code: Option<i32>,
+    returncode: Option<i32>,
+}
+
+/// Ends the command's whole process tree and closes the session (seed 000); its history stays.
+async fn kill(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    JsonBody(params): JsonBody<IdParams>,
+) -> Answer<KillResponse> {
+    principal.require(Capability::Kill).map_err(v1_error)?;
+    let handle = state
+        .registry
+        .get(&principal.owner, &params.id)
+        .await
+        .map_err(v1_error)?;
+    let before = handle.command_result(None).await.map_err(v1_error)?;
+    let exit_code = if before.status.is_running() {
+        None
+    } else {
+        before.exit_code
+    };
+    state
+        .registry
+        .close(&principal.owner, &params.id)
+        .await
+        .map_err(v1_error)?;
+    ok(
+        "Process killed",
+        KillResponse {
+            status: CommandStatus::Terminated,
+            exit_code,
+            returncode: exit_code,
+        },
+    )
+}
+
+#[derive(Serialize)]
+struct SessionInfo {
+    working_dir: String,
+    created_at: String,
+    last_used_at: String,
+    age_seconds: u64,
+    status: String,
+    current_command: Option<String>,
+}
+
+#[derive(Serialize)]
+struct SessionsResponse {
+    sessions: std::collections::BTreeMap<String, SessionInfo>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+) -> Answer<SessionsResponse> {
+    principal.require(Capability::Read).map_err(v1_error)?;
+    let now = ptyhub_core::state_dir::unix_now();
+    let sessions = state
+        .registry
+        .list(&principal.owner, false)
+        .await
+        .into_iter()
+        .map(|info| {
+            let status = if info.running_command.is_some() {
+                "running"
+            } else {
+                info.state.as_str()
+            };
+            (
+                info.session_id.clone(),
+                SessionInfo {
+                    working_dir: info.working_dir,
+                    created_at: rfc3339(info.created_at),
+                    last_used_at: rfc3339(info.last_activity),
+                    age_seconds: now.saturating_sub(info.created_at),
+                    status: status.to_owned(),
+                    current_command: info.running_command,
+                },
+            )
+        })
+        .collect();
+    ok("Sessions listed", SessionsResponse { sessions })
+}
+
+async fn cleanup(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<axum::response::Response, HttpError> {
+    use axum::response::IntoResponse;
+    principal.require(Capability::Kill).map_err(v1_error)?;
+    match state.registry.close(&principal.owner, &id).await {
+        Ok(closed) => Ok(Json(Envelope::ok("Session cleaned up", closed)).into_response()),
+        // Closing a gone id is not a failure (seed 000).
+        Err(error) if error.code == ErrorCode::SessionNotFound => {
+            Ok((StatusCode::OK, Json(error.to_body())).into_response())
+        }
+        Err(error) => Err(v1_error(error)),
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for Unix seconds (proleptic Gregorian, UTC).
+fn rfc3339(secs: u64) -> String {
+    let days = i64::try_from(secs / 86_400).unwrap_or_default();
+    let rem = secs % 86_400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn unix_seconds_format_as_rfc3339() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_735_689_601), "2025-01-01T00:00:01Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+}
