@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ptyhub_core::holder::launch::HolderLauncher;
-use ptyhub_core::registry::{Registry, RegistryConfig};
+use ptyhub_core::registry::{Limits, Registry, RegistryConfig};
 use ptyhub_core::state_dir::StateDir;
 use ptyhub_server::{Server, ServerConfig};
 use tokio_util::sync::CancellationToken;
@@ -58,6 +58,12 @@ struct ServeArgs {
     /// HTTP address; port 0 picks a free port (the bound address is printed).
     #[arg(long, env = "PTYHUB_LISTEN", default_value = LISTEN_DEFAULT)]
     listen: SocketAddr,
+    /// Live terminals at most; one more closes the least recently used idle one.
+    #[arg(long, env = "PTYHUB_MAX_TERMINALS", default_value_t = 20)]
+    max_terminals: usize,
+    /// Seconds without use after which a terminal is closed.
+    #[arg(long, env = "PTYHUB_IDLE_CLOSE_SECS", default_value_t = 3600)]
+    idle_close_secs: u64,
     /// Bearer token (default: generated on first start and kept in <state dir>/token).
     #[arg(long, env = "PTYHUB_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -125,9 +131,14 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
         state_dir,
         runtime_dir: runtime_dir.clone(),
         launcher: HolderLauncher::current_exe().context("cannot find the ptyhub executable")?,
+        limits: Limits {
+            max_live: args.max_terminals.max(1),
+            idle_close: Duration::from_secs(args.idle_close_secs.max(1)),
+        },
     })
     .with_context(|| format!("cannot create runtime dir {}", runtime_dir.display()))?;
     let rediscovered = registry.discover().await;
+    registry.spawn_idle_reaper();
     let socket_path = socket.unwrap_or_else(|| runtime_dir.join("server.sock"));
     let server = Server::bind(ServerConfig {
         listen: args.listen,

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ptyhub_protocol::api::{CloseResponse, EventsResponse, TerminalInfo, TerminalState};
 use ptyhub_protocol::error::{ApiError, ErrorCode};
@@ -32,6 +33,39 @@ pub struct RegistryConfig {
     /// Private directory for holder sockets and integration files (short paths).
     pub runtime_dir: PathBuf,
     pub launcher: HolderLauncher,
+    pub limits: Limits,
+}
+
+/// How many terminals may live, and for how long unused (DESIGN.md defaults).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Live terminals at most; creating one more closes the least recently used reclaimable
+    /// one (no command running), or fails with `LIMIT_EXCEEDED` when none is.
+    pub max_live: usize,
+    /// A terminal unused (no request, no output) for this long is closed.
+    pub idle_close: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_live: 20,
+            idle_close: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// A terminal is "active" in the stats when used within this window (seed 000).
+const ACTIVE_WINDOW: Duration = Duration::from_secs(300);
+
+/// Counts for `sessions/stats`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats {
+    pub total: usize,
+    pub active: usize,
+    pub idle: usize,
+    pub max: usize,
+    pub idle_close_secs: u64,
 }
 
 /// What a client asks for when it creates a terminal.
@@ -50,6 +84,22 @@ struct Entry {
     handle: TerminalHandle,
     dir: PathBuf,
     is_closed: bool,
+    /// The last request that used it.
+    last_used: Instant,
+    /// Per-terminal default `no_change_timeout` (v1 `sessions/create` and `update`).
+    no_change_timeout: Option<Duration>,
+}
+
+impl Entry {
+    fn new(handle: TerminalHandle, dir: PathBuf, is_closed: bool) -> Self {
+        Self {
+            handle,
+            dir,
+            is_closed,
+            last_used: Instant::now(),
+            no_change_timeout: None,
+        }
+    }
 }
 
 type Key = (String, TerminalId);
@@ -85,14 +135,7 @@ impl Registry {
             let key = (meta.owner.clone(), meta.id.clone());
             let is_closed = meta.closed;
             let handle = TerminalHandle::spawn(dir.clone(), meta);
-            entries.insert(
-                key,
-                Entry {
-                    handle,
-                    dir,
-                    is_closed,
-                },
-            );
+            entries.insert(key, Entry::new(handle, dir, is_closed));
         }
         count
     }
@@ -100,11 +143,135 @@ impl Registry {
     /// A live (not closed) terminal of `owner`.
     pub async fn get(&self, owner: &str, id: &str) -> Result<TerminalHandle, ApiError> {
         let id = TerminalId::parse(id).map_err(|_| ApiError::not_found(id))?;
-        let entries = self.entries.lock().await;
-        match entries.get(&(owner.to_owned(), id.clone())) {
-            Some(entry) if !entry.is_closed => Ok(entry.handle.clone()),
+        let mut entries = self.entries.lock().await;
+        match entries.get_mut(&(owner.to_owned(), id.clone())) {
+            Some(entry) if !entry.is_closed => {
+                entry.last_used = Instant::now();
+                Ok(entry.handle.clone())
+            }
             _ => Err(ApiError::not_found(&id)),
         }
+    }
+
+    /// The terminal's default `no_change_timeout`, if one was set.
+    pub async fn no_change_timeout(&self, owner: &str, id: &str) -> Option<Duration> {
+        let id = TerminalId::parse(id).ok()?;
+        let entries = self.entries.lock().await;
+        entries.get(&(owner.to_owned(), id))?.no_change_timeout
+    }
+
+    /// Sets the terminal's default `no_change_timeout`.
+    pub async fn set_no_change_timeout(
+        &self,
+        owner: &str,
+        id: &str,
+        timeout: Option<Duration>,
+    ) -> Result<(), ApiError> {
+        let parsed = TerminalId::parse(id).map_err(|_| ApiError::not_found(id))?;
+        let mut entries = self.entries.lock().await;
+        match entries.get_mut(&(owner.to_owned(), parsed)) {
+            Some(entry) if !entry.is_closed => {
+                entry.no_change_timeout = timeout;
+                Ok(())
+            }
+            _ => Err(ApiError::not_found(id)),
+        }
+    }
+
+    /// Live terminals (all owners: the limit is the server's).
+    pub async fn stats(&self) -> Stats {
+        let entries = self.entries.lock().await;
+        let live: Vec<&Entry> = entries.values().filter(|e| !e.is_closed).collect();
+        let active = live
+            .iter()
+            .filter(|e| e.last_used.elapsed() < ACTIVE_WINDOW)
+            .count();
+        Stats {
+            total: live.len(),
+            active,
+            idle: live.len() - active,
+            max: self.config.limits.max_live,
+            idle_close_secs: self.config.limits.idle_close.as_secs(),
+        }
+    }
+
+    /// Makes room for one more live terminal: closes the least recently used terminal that
+    /// runs no command, or fails with `LIMIT_EXCEEDED`.
+    async fn make_room(&self) -> Result<(), ApiError> {
+        let mut candidates: Vec<(Instant, String, TerminalId, TerminalHandle)> = {
+            let entries = self.entries.lock().await;
+            if entries.values().filter(|e| !e.is_closed).count() < self.config.limits.max_live {
+                return Ok(());
+            }
+            entries
+                .iter()
+                .filter(|(_, e)| !e.is_closed)
+                .map(|((owner, id), e)| (e.last_used, owner.clone(), id.clone(), e.handle.clone()))
+                .collect()
+        };
+        candidates.sort_by_key(|c| c.0);
+        for (_, owner, id, handle) in candidates {
+            let is_busy = handle
+                .info()
+                .await
+                .is_ok_and(|info| info.running_command.is_some());
+            if !is_busy {
+                tracing::info!(%id, "closing the least recently used terminal to make room");
+                return self.close(&owner, id.as_str()).await.map(|_| ());
+            }
+        }
+        Err(ApiError::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "at most {} live terminals, and every one runs a command; close one first",
+                self.config.limits.max_live
+            ),
+        ))
+    }
+
+    /// Closes every live terminal unused (no request, no output, no running command) for the
+    /// idle limit.
+    pub async fn close_idle(&self) -> usize {
+        let limit = self.config.limits.idle_close;
+        let candidates: Vec<(String, TerminalId, TerminalHandle)> = {
+            let entries = self.entries.lock().await;
+            entries
+                .iter()
+                .filter(|(_, e)| !e.is_closed && e.last_used.elapsed() >= limit)
+                .map(|((owner, id), e)| (owner.clone(), id.clone(), e.handle.clone()))
+                .collect()
+        };
+        let now = state_dir::unix_now();
+        let mut closed = 0;
+        for (owner, id, handle) in candidates {
+            // A running command is work in progress, never idle.
+            let is_in_use = handle.info().await.is_ok_and(|info| {
+                info.running_command.is_some()
+                    || now.saturating_sub(info.last_activity) < limit.as_secs()
+            });
+            if !is_in_use && self.close(&owner, id.as_str()).await.is_ok() {
+                tracing::info!(%id, "closed an idle terminal");
+                closed += 1;
+            }
+        }
+        closed
+    }
+
+    /// Closes idle terminals in the background for as long as the registry lives.
+    pub fn spawn_idle_reaper(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let period = (self.config.limits.idle_close / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(60));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            loop {
+                tick.tick().await;
+                let Some(registry) = weak.upgrade() else {
+                    break;
+                };
+                registry.close_idle().await;
+            }
+        });
     }
 
     pub async fn list(&self, owner: &str, include_closed: bool) -> Vec<TerminalInfo> {
@@ -149,13 +316,17 @@ impl Registry {
         let _creating = self.creating.lock().await;
         let key = (owner.to_owned(), id.clone());
         let previous = {
-            let entries = self.entries.lock().await;
-            match entries.get(&key) {
-                Some(entry) if !entry.is_closed => return Ok((entry.handle.clone(), false)),
+            let mut entries = self.entries.lock().await;
+            match entries.get_mut(&key) {
+                Some(entry) if !entry.is_closed => {
+                    entry.last_used = Instant::now();
+                    return Ok((entry.handle.clone(), false));
+                }
                 Some(entry) => Some(entry.dir.clone()),
                 None => None,
             }
         };
+        self.make_room().await?;
         // A closed terminal reopened with the same id: a new instance in the same directory.
         let (dir, instance, agent, session, created_at) = match previous {
             Some(previous_dir) => {
@@ -239,14 +410,10 @@ impl Registry {
         let meta = state_dir::read_meta(&dir)
             .map_err(|e| ApiError::internal(format!("cannot read meta.json: {e}")))?;
         let handle = TerminalHandle::spawn(dir.clone(), meta);
-        self.entries.lock().await.insert(
-            key,
-            Entry {
-                handle: handle.clone(),
-                dir,
-                is_closed: false,
-            },
-        );
+        self.entries
+            .lock()
+            .await
+            .insert(key, Entry::new(handle.clone(), dir, false));
         Ok((handle, true))
     }
 
@@ -367,6 +534,11 @@ fn resolve_shell(shell: Option<&str>) -> Result<String, ApiError> {
         .or_else(|| find_program("bash"))
         .or_else(|| find_program("sh"))
         .ok_or_else(|| ApiError::new(ErrorCode::BackendUnavailable, "no shell found"))
+}
+
+/// The shell a terminal gets when the client names none.
+pub fn default_shell() -> Option<String> {
+    resolve_shell(None).ok()
 }
 
 fn find_program(name: &str) -> Option<String> {

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::AppState;
 use crate::auth::{Capability, Principal};
 use crate::http_error::{HttpError, JsonBody};
-use crate::v2::run_exec;
+use crate::v2::{run_exec, seconds};
 
 /// Longest `wait` of v1.
 const WAIT_MAX_SECS: f64 = 3600.0;
@@ -36,8 +36,12 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/v1/shell/wait", post(wait))
         .route("/v1/shell/write", post(write))
         .route("/v1/shell/kill", post(kill))
-        .route("/v1/shell/sessions", get(list))
+        .route("/v1/shell/sessions", get(list).delete(cleanup_all))
         .route("/v1/shell/sessions/{id}", delete(cleanup))
+        .route("/v1/shell/sessions/update", post(update))
+        .route("/v1/shell/sessions/stats", get(stats))
+        .route("/v1/shell/terminal-url", get(terminal_url))
+        .route("/v1/capabilities", get(capabilities))
 }
 
 /// v1's statuses for failures (see the module docs).
@@ -124,7 +128,7 @@ async fn create(
     Extension(principal): Extension<Principal>,
     JsonBody(params): JsonBody<CreateParams>,
 ) -> Answer<CreateResponse> {
-    let _ = params.no_change_timeout;
+    let no_change = seconds("no_change_timeout", params.no_change_timeout).map_err(v1_error)?;
     let cwd = working_dir(
         params.exec_dir.as_deref(),
         params.preserve_symlinks.unwrap_or(false),
@@ -133,6 +137,13 @@ async fn create(
     let (session_id, _) = find_or_create(&state, &principal, params.id.as_deref(), cwd)
         .await
         .map_err(v1_error)?;
+    if no_change.is_some() {
+        state
+            .registry
+            .set_no_change_timeout(&principal.owner, &session_id, no_change)
+            .await
+            .map_err(v1_error)?;
+    }
     let handle = state
         .registry
         .get(&principal.owner, &session_id)
@@ -430,6 +441,139 @@ async fn cleanup(
         }
         Err(error) => Err(v1_error(error)),
     }
+}
+
+#[derive(Deserialize)]
+struct UpdateParams {
+    id: String,
+    #[serde(default)]
+    no_change_timeout: Option<f64>,
+}
+
+async fn update(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    JsonBody(params): JsonBody<UpdateParams>,
+) -> Answer<serde_json::Value> {
+    principal.require(Capability::Write).map_err(v1_error)?;
+    let no_change = seconds("no_change_timeout", params.no_change_timeout).map_err(v1_error)?;
+    state
+        .registry
+        .set_no_change_timeout(&principal.owner, &params.id, no_change)
+        .await
+        .map_err(v1_error)?;
+    ok(
+        "Session updated",
+        serde_json::json!({ "session_id": params.id, "no_change_timeout": params.no_change_timeout }),
+    )
+}
+
+#[derive(Serialize)]
+struct StatsResponse {
+    total_sessions: usize,
+    active_sessions: usize,
+    idle_sessions: usize,
+    max_sessions: usize,
+    session_timeout: u64,
+    usage_ratio: f64,
+}
+
+async fn stats(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+) -> Answer<StatsResponse> {
+    principal.require(Capability::Read).map_err(v1_error)?;
+    let stats = state.registry.stats().await;
+    ok(
+        "Session stats",
+        StatsResponse {
+            total_sessions: stats.total,
+            active_sessions: stats.active,
+            idle_sessions: stats.idle,
+            max_sessions: stats.max,
+            session_timeout: stats.idle_close_secs,
+            usage_ratio: stats.total as f64 / stats.max.max(1) as f64,
+        },
+    )
+}
+
+/// Closes every live terminal of the caller.
+async fn cleanup_all(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+) -> Answer<serde_json::Value> {
+    principal.require(Capability::Kill).map_err(v1_error)?;
+    let mut closed = Vec::new();
+    for info in state.registry.list(&principal.owner, false).await {
+        if state
+            .registry
+            .close(&principal.owner, &info.session_id)
+            .await
+            .is_ok()
+        {
+            closed.push(info.session_id);
+        }
+    }
+    ok(
+        "Sessions cleaned up",
+        serde_json::json!({ "closed": closed }),
+    )
+}
+
+#[derive(Deserialize)]
+struct UrlQuery {
+    #[serde(default)]
+    session_id: Option<String>,
+}
+
+/// A link to the terminal's web page; without `session_id`, a new terminal's.
+async fn terminal_url(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    headers: axum::http::HeaderMap,
+    crate::http_error::QueryParams(query): crate::http_error::QueryParams<UrlQuery>,
+) -> Answer<String> {
+    let id = match query.session_id {
+        Some(id) => {
+            principal.require(Capability::Read).map_err(v1_error)?;
+            state
+                .registry
+                .get(&principal.owner, &id)
+                .await
+                .map_err(v1_error)?;
+            id
+        }
+        None => {
+            find_or_create(&state, &principal, None, None)
+                .await
+                .map_err(v1_error)?
+                .0
+        }
+    };
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map_or_else(|| state.listen.to_string(), str::to_owned);
+    ok(
+        "Terminal URL",
+        format!("http://{host}/terminal?session_id={id}"),
+    )
+}
+
+/// What this server's terminals can do (seed 000: `exec.pty` for a POSIX shell).
+async fn capabilities(State(_state): State<AppState>) -> Answer<serde_json::Value> {
+    let shell = ptyhub_core::registry::default_shell().unwrap_or_default();
+    ok(
+        "Capabilities",
+        serde_json::json!({
+            "shell": shell,
+            "exec": { "pty": !shell.is_empty() },
+            "backends": [{ "type": "native", "status": "ready" }],
+            "compatibility": { "agent_sandbox": "0.0.30" },
+            "api_versions": ["v1", "v2"],
+            "limits": { "max_sessions": _state.registry.stats().await.max },
+        }),
+    )
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for Unix seconds (proleptic Gregorian, UTC).

@@ -139,7 +139,7 @@ async fn close(
     }
 }
 
-fn seconds(name: &str, value: Option<f64>) -> Result<Option<Duration>, ApiError> {
+pub fn seconds(name: &str, value: Option<f64>) -> Result<Option<Duration>, ApiError> {
     match value {
         None => Ok(None),
         Some(s) if s.is_finite() && (0.0..=TIMEOUT_MAX_SECS).contains(&s) => {
@@ -179,13 +179,18 @@ pub async fn run_exec(
         command = format!("cd -- '{}'\n{command}", dir.replace('\'', r"'\''"));
     }
     let handle = state.registry.get(&principal.owner, id).await?;
+    let default_no_change = state
+        .registry
+        .no_change_timeout(&principal.owner, id)
+        .await
+        .unwrap_or(NO_CHANGE_TIMEOUT_DEFAULT);
     let request = ExecRequest {
         command,
         hard_timeout,
         no_change_timeout: if params.is_async {
             None
         } else {
-            Some(no_change.unwrap_or(NO_CHANGE_TIMEOUT_DEFAULT))
+            Some(no_change.unwrap_or(default_no_change))
         },
     };
     let command_id = handle.exec(request).await?;

@@ -48,6 +48,7 @@ where
 pub struct Ptyhub {
     exe: PathBuf,
     server: Option<Child>,
+    serve_args: Vec<String>,
     pub addr: String,
     pub token: String,
     pub socket: PathBuf,
@@ -59,6 +60,11 @@ pub struct Ptyhub {
 impl Ptyhub {
     /// Starts the binary at `exe` (use `env!("CARGO_BIN_EXE_ptyhub")`).
     pub fn start(exe: &str) -> Self {
+        Self::start_with(exe, &[])
+    }
+
+    /// Starts the binary with extra `serve` flags.
+    pub fn start_with(exe: &str, serve_args: &[&str]) -> Self {
         let state = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let runtime = tempfile::Builder::new()
             .prefix("ph")
@@ -68,6 +74,7 @@ impl Ptyhub {
         let mut hub = Self {
             exe: PathBuf::from(exe),
             server: None,
+            serve_args: serve_args.iter().map(|a| (*a).to_owned()).collect(),
             addr: String::new(),
             token: "test-token".to_owned(),
             socket: runtime.path().join("ptyhub").join("server.sock"),
@@ -90,6 +97,7 @@ impl Ptyhub {
                 "--state-dir",
             ])
             .arg(self.state.path())
+            .args(&self.serve_args)
             .env("XDG_RUNTIME_DIR", self.runtime.path())
             // Shells start in an empty home: the machine's own rc files (version managers,
             // prompts) are not what the tests are about, and can be slow or stateful.

@@ -101,6 +101,30 @@ def main():
     lenient = shell.exec_command(id="sdk-auto", command="echo fallback", exec_dir="/no/such/dir").data
     check(lenient.output == "fallback", f"non-strict falls back: {lenient}")
 
+    # 2 MB of output, byte-exact, and UTF-8 both ways.
+    big = shell.exec_command(
+        id="sdk-auto", command="head -c 1500000 /dev/zero | base64 -w 76", truncate=False
+    ).data
+    import base64
+
+    expected = base64.encodebytes(bytes(1500000)).decode().rstrip("\n")
+    check(len(big.output) > 2_000_000 and big.output == expected, f"2 MB output ({len(big.output)} chars)")
+    utf8 = shell.exec_command(id="sdk-auto", command="echo 'héllo wörld 日本語 🎉'").data
+    check(utf8.output == "héllo wörld 日本語 🎉", f"utf-8: {utf8.output!r}")
+
+    # Session settings, stats, links and capabilities.
+    shell.update_session(id="sdk-auto", no_change_timeout=1)
+    quiet = shell.exec_command(id="sdk-auto", command="sleep 20").data
+    check(quiet.status == "no_change_timeout", f"update_session no_change_timeout: {quiet}")
+    stats = shell.get_session_stats().data
+    check(stats.total_sessions >= 2 and stats.max_sessions == 20, f"stats: {stats}")
+    check(stats.session_timeout == 3600 and 0 < stats.usage_ratio <= 1, f"stats: {stats}")
+    check(stats.active_sessions + stats.idle_sessions == stats.total_sessions, f"stats: {stats}")
+    url = shell.get_terminal_url().data
+    check("/terminal?session_id=" in url, f"terminal url: {url}")
+    capabilities = client._client_wrapper.httpx_client.request("v1/capabilities", method="GET").json()
+    check(capabilities["data"]["exec"]["pty"] is True, f"capabilities: {capabilities}")
+
     listed = shell.list_sessions().data
     check({"sdk-1", "sdk-auto"} <= set(listed.sessions), f"list: {listed}")
     check(listed.sessions["sdk-1"].current_command is not None, "list shows the running command")
@@ -117,6 +141,10 @@ def main():
 
     cleaned = shell.cleanup_session("sdk-auto")
     check(cleaned.success, f"cleanup: {cleaned}")
+    shell.create_session(id="sdk-x")
+    shell.create_session(id="sdk-y")
+    shell.cleanup_all_sessions()
+    check(shell.list_sessions().data.sessions == {}, "cleanup_all_sessions")
     print("v1 sdk: all checks passed")
 
 

@@ -3,6 +3,7 @@ mod cli;
 mod crash;
 mod exec;
 mod lifecycle;
+mod limits;
 mod v1_sdk;
 
 use ptyhub_client::{Client, Method};
