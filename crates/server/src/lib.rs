@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod http_error;
+pub mod stream;
 pub mod v1;
 pub mod v2;
 

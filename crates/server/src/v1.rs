@@ -13,7 +13,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use ptyhub_core::registry::CreateSpec;
-use ptyhub_protocol::api::{CommandResult, CommandStatus, ConsoleRecord, Envelope, ExecParams};
+use ptyhub_protocol::api::{CommandStatus, ConsoleRecord, Envelope, ExecParams};
 use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::ids::TerminalId;
 use serde::{Deserialize, Serialize};
@@ -185,8 +185,10 @@ struct ExecV1Params {
 async fn exec(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
+    headers: axum::http::HeaderMap,
     JsonBody(params): JsonBody<ExecV1Params>,
-) -> Answer<CommandResult> {
+) -> Result<axum::response::Response, HttpError> {
+    use axum::response::IntoResponse;
     let preserve = params.preserve_symlinks.unwrap_or(false);
     // `strict`: a missing exec_dir is an error; otherwise the command runs where the shell is.
     let exec_dir = match working_dir(params.exec_dir.as_deref(), preserve) {
@@ -208,12 +210,15 @@ async fn exec(
         // A new session already starts there.
         exec_dir: if is_new { None } else { exec_dir },
     };
-    ok(
-        "Command executed",
-        run_exec(&state, &principal, &session_id, exec)
+    if crate::stream::wants_events(&headers) {
+        return crate::v2::stream_exec(&state, &principal, &session_id, &exec)
             .await
-            .map_err(v1_error)?,
-    )
+            .map_err(v1_error);
+    }
+    let result = run_exec(&state, &principal, &session_id, exec)
+        .await
+        .map_err(v1_error)?;
+    Ok(Json(Envelope::ok("Command executed", result)).into_response())
 }
 
 #[derive(Deserialize)]
@@ -234,27 +239,37 @@ struct ViewResponse {
 async fn view(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
+    headers: axum::http::HeaderMap,
     JsonBody(params): JsonBody<IdParams>,
-) -> Answer<ViewResponse> {
+) -> Result<axum::response::Response, HttpError> {
+    use axum::response::IntoResponse;
     principal.require(Capability::Read).map_err(v1_error)?;
     let handle = state
         .registry
         .get(&principal.owner, &params.id)
         .await
         .map_err(v1_error)?;
-    let screen = handle.screen().await.map_err(v1_error)?;
-    let result = handle.command_result(None).await.map_err(v1_error)?;
-    ok(
-        "Session viewed",
-        ViewResponse {
-            output: screen.output,
-            session_id: screen.session_id,
-            console: result.console,
-            status: screen.status,
-            command: result.command,
-            exit_code: screen.exit_code,
-        },
-    )
+    if crate::stream::wants_events(&headers) {
+        // Follows the running command until it ends, then the view.
+        let viewed = handle.clone();
+        let finish = async move { view_of(&viewed).await };
+        return Ok(crate::stream::command_events(handle, None, finish));
+    }
+    let view = view_of(&handle).await.map_err(v1_error)?;
+    Ok(Json(Envelope::ok("Session viewed", view)).into_response())
+}
+
+async fn view_of(handle: &ptyhub_core::terminal::TerminalHandle) -> Result<ViewResponse, ApiError> {
+    let screen = handle.screen().await?;
+    let result = handle.command_result(None).await?;
+    Ok(ViewResponse {
+        output: screen.output,
+        session_id: screen.session_id,
+        console: result.console,
+        status: screen.status,
+        command: result.command,
+        exit_code: screen.exit_code,
+    })
 }
 
 #[derive(Deserialize)]

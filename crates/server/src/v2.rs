@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use ptyhub_core::plain_text::{TRUNCATE_CHARS, truncate_middle};
 use ptyhub_core::registry::{CreateSpec, EVENTS_PAGE_MAX};
-use ptyhub_core::terminal::ExecRequest;
+use ptyhub_core::terminal::{ExecRequest, TerminalHandle};
 use ptyhub_protocol::api::{
     CloseResponse, CommandResult, CreateSessionParams, Envelope, EventsResponse, ExecParams,
     InputParams, ResizeParams, ScreenResponse, TerminalInfo, WaitParams,
@@ -151,13 +151,36 @@ pub fn seconds(name: &str, value: Option<f64>) -> Result<Option<Duration>, ApiEr
     }
 }
 
-/// Runs `params` in the terminal and reports it as exec does (shared with v1).
-pub async fn run_exec(
+/// A command submitted by exec, and how its answer is to be shaped.
+pub struct Submitted {
+    pub handle: TerminalHandle,
+    pub command_id: u64,
+    /// How long the caller waits for the result (`timeout`).
+    pub wait: Option<Duration>,
+    command: String,
+    is_truncated: bool,
+}
+
+impl Submitted {
+    /// Shapes a result for the caller: the command as sent, the output truncated unless
+    /// `truncate` was false.
+    pub fn finish(&self, mut result: CommandResult) -> CommandResult {
+        result.command = Some(self.command.clone());
+        if self.is_truncated {
+            result.output = result.output.map(|o| truncate_middle(&o, TRUNCATE_CHARS));
+        }
+        result
+    }
+}
+
+/// Validates exec's parameters and submits the command (shared with v1 and the SSE stream).
+/// `no_change_timeout` applies unless nobody waits (`async`).
+pub async fn submit_exec(
     state: &AppState,
     principal: &Principal,
     id: &str,
-    params: ExecParams,
-) -> Result<CommandResult, ApiError> {
+    params: &ExecParams,
+) -> Result<Submitted, ApiError> {
     principal.require(Capability::Write)?;
     if params.command.trim().is_empty() {
         return Err(ApiError::invalid("command must not be empty"));
@@ -165,7 +188,7 @@ pub async fn run_exec(
     if params.command.len() > TEXT_MAX_BYTES {
         return Err(ApiError::invalid("command too long"));
     }
-    let timeout = seconds("timeout", params.timeout)?;
+    let wait = seconds("timeout", params.timeout)?;
     let hard_timeout = seconds("hard_timeout", params.hard_timeout)?;
     let no_change = seconds("no_change_timeout", params.no_change_timeout)?;
     let mut command = params.command.clone();
@@ -194,28 +217,74 @@ pub async fn run_exec(
         },
     };
     let command_id = handle.exec(request).await?;
-    let mut result = if params.is_async {
-        handle.command_result(Some(command_id)).await?
+    Ok(Submitted {
+        handle,
+        command_id,
+        wait,
+        command: params.command.clone(),
+        is_truncated: params.truncate.unwrap_or(true),
+    })
+}
+
+/// Runs `params` in the terminal and reports it as exec does (shared with v1).
+pub async fn run_exec(
+    state: &AppState,
+    principal: &Principal,
+    id: &str,
+    params: ExecParams,
+) -> Result<CommandResult, ApiError> {
+    let submitted = submit_exec(state, principal, id, &params).await?;
+    let result = if params.is_async {
+        submitted
+            .handle
+            .command_result(Some(submitted.command_id))
+            .await?
     } else {
-        handle.wait_command(Some(command_id), timeout).await?
+        submitted
+            .handle
+            .wait_command(Some(submitted.command_id), submitted.wait)
+            .await?
     };
-    result.command = Some(params.command);
-    if params.truncate.unwrap_or(true) {
-        result.output = result.output.map(|o| truncate_middle(&o, TRUNCATE_CHARS));
-    }
-    Ok(result)
+    Ok(submitted.finish(result))
 }
 
 async fn exec(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
     JsonBody(params): JsonBody<ExecParams>,
-) -> Answer<CommandResult> {
-    ok(
-        "Command executed",
-        run_exec(&state, &principal, &id, params).await?,
-    )
+) -> Result<axum::response::Response, HttpError> {
+    use axum::response::IntoResponse;
+    if crate::stream::wants_events(&headers) {
+        return Ok(stream_exec(&state, &principal, &id, &params).await?);
+    }
+    let result = run_exec(&state, &principal, &id, params).await?;
+    Ok(Json(Envelope::ok("Command executed", result)).into_response())
+}
+
+/// exec as server-sent events: output as it arrives, then the result.
+pub async fn stream_exec(
+    state: &AppState,
+    principal: &Principal,
+    id: &str,
+    params: &ExecParams,
+) -> Result<axum::response::Response, ApiError> {
+    let submitted = submit_exec(state, principal, id, params).await?;
+    let handle = submitted.handle.clone();
+    let limit = if params.is_async {
+        Some(Duration::ZERO)
+    } else {
+        submitted.wait
+    };
+    let finish = async move {
+        let result = submitted
+            .handle
+            .command_result(Some(submitted.command_id))
+            .await?;
+        Ok(submitted.finish(result))
+    };
+    Ok(crate::stream::command_events(handle, limit, finish))
 }
 
 async fn screen(

@@ -125,6 +125,44 @@ def main():
     capabilities = client._client_wrapper.httpx_client.request("v1/capabilities", method="GET").json()
     check(capabilities["data"]["exec"]["pty"] is True, f"capabilities: {capabilities}")
 
+    # Server-sent events: output as it arrives, then the result.
+    import httpx
+    import json as jsonlib
+
+    def sse(path, body):
+        events = []
+        with httpx.stream(
+            "POST",
+            f"{os.environ['PTYHUB_URL']}{path}",
+            json=body,
+            headers={
+                "Accept": "text/event-stream",
+                "Authorization": f"Bearer {os.environ['PTYHUB_TOKEN']}",
+            },
+            timeout=30,
+        ) as response:
+            check(response.headers["content-type"].startswith("text/event-stream"), "sse content type")
+            kind = None
+            for line in response.iter_lines():
+                if line.startswith("event: "):
+                    kind = line[len("event: "):]
+                elif line.startswith("data: ") and kind:
+                    events.append((kind, jsonlib.loads(line[len("data: "):])))
+        return events
+
+    events = sse(
+        "/v1/shell/exec",
+        {"id": "sdk-auto", "command": "for i in 1 2 3; do echo $i; sleep 0.3; done"},
+    )
+    outputs = [data["output"] for kind, data in events if kind == "output"]
+    check(len(outputs) >= 2, f"sse streams output as it comes: {events}")
+    check(events[-1][0] == "result", f"sse ends with the result: {events}")
+    final = events[-1][1]["data"]
+    check(final["status"] == "completed" and final["exit_code"] == 0, f"sse result: {final}")
+    check("".join(outputs) == final["output"] == "1\n2\n3", f"sse output: {outputs} / {final}")
+    viewed = sse("/v1/shell/view", {"id": "sdk-auto"})
+    check(viewed[-1][0] == "result" and viewed[-1][1]["data"]["output"] == "1\n2\n3", f"sse view: {viewed}")
+
     listed = shell.list_sessions().data
     check({"sdk-1", "sdk-auto"} <= set(listed.sessions), f"list: {listed}")
     check(listed.sessions["sdk-1"].current_command is not None, "list shows the running command")

@@ -1,0 +1,97 @@
+//! Server-sent events for exec and view, when the client sends `Accept: text/event-stream`
+//! (seed 000). Shared by v1 and v2.
+//!
+//! Events, in order:
+//! - `output` — `{"session_id", "output"}` with the text the command printed since the last
+//!   event (its clean text, as in exec's `output`); `{"reset": true, "output"}` with the whole
+//!   text when earlier text was rewritten (a carriage-return progress line);
+//! - `result` — the same object the JSON answer would carry, once the command is no longer
+//!   running or the caller's `timeout` passed.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use ptyhub_core::terminal::TerminalHandle;
+use ptyhub_protocol::api::Envelope;
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+/// Events buffered for a slow reader; the producer waits beyond it (nothing is skipped).
+const EVENTS_QUEUED: usize = 64;
+
+/// Whether the client asked for a stream.
+pub fn wants_events(headers: &HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"))
+}
+
+/// Streams the current command's output until it ends (or `limit` passes), then `finish`'s
+/// result as the last event.
+pub fn command_events<R, F>(handle: TerminalHandle, limit: Option<Duration>, finish: F) -> Response
+where
+    R: Serialize + Send + 'static,
+    F: std::future::Future<Output = Result<R, ptyhub_protocol::ApiError>> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel::<Event>(EVENTS_QUEUED);
+    tokio::spawn(async move {
+        let deadline = limit.map(|d| tokio::time::Instant::now() + d);
+        let mut seq = handle.seq();
+        let mut sent = String::new();
+        loop {
+            let Ok(screen) = handle.screen().await else {
+                break;
+            };
+            let delta = match screen.output.strip_prefix(sent.as_str()) {
+                Some(new) if !new.is_empty() => Some(serde_json::json!({
+                    "session_id": screen.session_id, "output": new
+                })),
+                Some(_) => None,
+                None => Some(serde_json::json!({
+                    "session_id": screen.session_id, "output": screen.output, "reset": true
+                })),
+            };
+            if let Some(delta) = delta {
+                sent.clone_from(&screen.output);
+                let event = Event::default().event("output").data(delta.to_string());
+                if tx.send(event).await.is_err() {
+                    return;
+                }
+            }
+            if !screen.status.is_running() {
+                break;
+            }
+            let changed = async {
+                let _ = seq.changed().await;
+            };
+            match deadline {
+                Some(at) => {
+                    if tokio::time::timeout_at(at, changed).await.is_err() {
+                        break;
+                    }
+                }
+                None => changed.await,
+            }
+        }
+        let last = match finish.await {
+            Ok(result) => serde_json::to_string(&Envelope::ok("Command executed", result)),
+            Err(error) => serde_json::to_string(&error.to_body()),
+        };
+        let event = Event::default()
+            .event("result")
+            .data(last.unwrap_or_default());
+        let _ = tx.send(event).await;
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|event| (Ok::<_, Infallible>(event), rx))
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
