@@ -176,6 +176,18 @@ def main():
     except Exception as error:
         check("404" in str(error) or "not found" in str(error), f"second kill: {error}")
     check("sdk-1" not in shell.list_sessions().data.sessions, "killed session left the list")
+    reopened = shell.create_session(id="sdk-1").data
+    check(reopened.session_id == "sdk-1", "the killed id starts a new instance")
+    result = shell.exec_command(id="sdk-1", command="echo again").data
+    check(result.output == "again", f"new instance works: {result}")
+
+    # preserve_symlinks keeps the path as given; otherwise it is resolved.
+    link = os.path.join(tempfile.mkdtemp(prefix="ptyhub-link-"), "link")
+    os.symlink(workdir, link)
+    kept = shell.create_session(id="sdk-link", exec_dir=link, preserve_symlinks=True).data
+    check(kept.working_dir == link, f"preserve_symlinks: {kept}")
+    resolved = shell.create_session(id="sdk-real", exec_dir=link).data
+    check(resolved.working_dir == os.path.realpath(workdir), f"resolved: {resolved}")
 
     cleaned = shell.cleanup_session("sdk-auto")
     check(cleaned.success, f"cleanup: {cleaned}")
@@ -183,6 +195,25 @@ def main():
     shell.create_session(id="sdk-y")
     shell.cleanup_all_sessions()
     check(shell.list_sessions().data.sessions == {}, "cleanup_all_sessions")
+
+    # 20 live terminals at most: the least recently used idle one makes room; when every one
+    # runs a command, creating another is refused with 429.
+    for i in range(20):
+        shell.create_session(id=f"lru-{i}")
+    shell.exec_command(id="lru-1", command="echo touch")  # lru-0 is now the least recently used
+    shell.create_session(id="lru-20")
+    live = set(shell.list_sessions().data.sessions)
+    check("lru-0" not in live and "lru-20" in live and len(live) == 20, f"lru: {sorted(live)}")
+    for name in sorted(live):
+        shell.exec_command(id=name, command="sleep 60", async_mode=True)
+    try:
+        shell.create_session(id="lru-21")
+        check(False, "a 21st terminal while all 20 are busy must be refused")
+    except Exception as error:
+        check("429" in str(error) and "LIMIT_EXCEEDED" in str(error), f"limit: {error}")
+    stats = shell.get_session_stats().data
+    check(stats.total_sessions == 20 and stats.usage_ratio == 1.0, f"stats at the limit: {stats}")
+    shell.cleanup_all_sessions()
     print("v1 sdk: all checks passed")
 
 
