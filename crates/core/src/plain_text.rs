@@ -9,7 +9,7 @@
 //! Memory is bounded: past [`CAPTURE_MAX_BYTES`] the middle is dropped and counted.
 
 /// Most text kept for one command (head and tail halves).
-pub const CAPTURE_MAX_BYTES: usize = 64 * 1024 * 1024;
+pub const CAPTURE_MAX_BYTES: usize = 32 * 1024 * 1024;
 
 pub struct PlainText {
     parser: vte::Parser,

@@ -121,10 +121,6 @@ impl Registry {
         }))
     }
 
-    pub fn config(&self) -> &RegistryConfig {
-        &self.config
-    }
-
     /// Finds every terminal in the state directory and follows it again (live ones reattach
     /// to their holder and rebuild their screen from the log).
     pub async fn discover(&self) -> usize {

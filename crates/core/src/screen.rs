@@ -109,16 +109,6 @@ impl Screen {
         }
     }
 
-    /// The text of the cursor's row up to the cursor (a prompt, while the shell waits).
-    pub fn text_before_cursor(&self) -> String {
-        let cursor = self.vt.cursor();
-        self.vt
-            .screen()
-            .line(cursor.row)
-            .map(|line| line.chars().take(cursor.col).collect())
-            .unwrap_or_default()
-    }
-
     /// Escape sequences that repaint this screen on a fresh terminal of the same size.
     pub fn dump(&self) -> String {
         self.vt.dump()

@@ -166,10 +166,6 @@ impl SharedScreen {
     pub fn view(&self) -> ScreenView {
         self.read(Screen::view)
     }
-
-    pub fn text_before_cursor(&self) -> String {
-        self.read(Screen::text_before_cursor)
-    }
 }
 
 impl Shared {

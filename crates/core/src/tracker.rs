@@ -400,6 +400,15 @@ impl CommandTracker {
             .to_owned()
     }
 
+    /// Drops the last command's captured output (the terminal was closed; the log keeps it).
+    pub fn forget_output(&mut self) {
+        if let Some(record) = &mut self.current {
+            record.output = PlainText::new();
+            record.before_start = PlainText::new();
+        }
+        self.since_prompt = PlainText::new();
+    }
+
     /// The terminal's program ended: a running command ends with it.
     pub fn exited(&mut self, exit_code: Option<i32>, signal: Option<i32>) -> Vec<TrackerEvent> {
         let events = if matches!(self.phase, ShellPhase::Running | ShellPhase::Submitted) {

@@ -31,10 +31,6 @@ impl HttpError {
     pub fn with_status(status: StatusCode, error: ApiError) -> Self {
         Self { status, error }
     }
-
-    pub fn code(&self) -> ErrorCode {
-        self.error.code
-    }
 }
 
 impl IntoResponse for HttpError {

@@ -570,6 +570,9 @@ impl Actor {
             tracing::warn!(%error, "cannot write meta.json");
         }
         self.close_started = None;
+        // A closed terminal keeps its history on disk only: drop what memory held of it.
+        self.tracker.forget_output();
+        self.screen = SharedScreen::new(&self.dir.join(EVENTS_FILE), 1, 1);
         for reply in self.closers.drain(..) {
             let _ = reply.send(Ok(self.meta.clone()));
         }
