@@ -253,7 +253,8 @@ impl Registry {
         closed
     }
 
-    /// Closes idle terminals in the background for as long as the registry lives.
+    /// Closes idle terminals (and trims the heap) in the background for as long as the
+    /// registry lives.
     pub fn spawn_idle_reaper(self: &Arc<Self>) {
         let weak = Arc::downgrade(self);
         let period = (self.config.limits.idle_close / 4)
@@ -266,6 +267,11 @@ impl Registry {
                     break;
                 };
                 registry.close_idle().await;
+                // Floods leave freed buffers behind; give them back to the system.
+                // SAFETY: malloc_trim only hands free heap memory back to the system.
+                unsafe {
+                    libc::malloc_trim(0);
+                }
             }
         });
     }

@@ -573,6 +573,10 @@ impl Actor {
         // A closed terminal keeps its history on disk only: drop what memory held of it.
         self.tracker.forget_output();
         self.screen = SharedScreen::new(&self.dir.join(EVENTS_FILE), 1, 1);
+        // SAFETY: malloc_trim only hands free heap memory back to the system.
+        unsafe {
+            libc::malloc_trim(0);
+        }
         for reply in self.closers.drain(..) {
             let _ = reply.send(Ok(self.meta.clone()));
         }
