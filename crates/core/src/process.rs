@@ -91,3 +91,90 @@ mod tests {
         assert!(descendants(me).is_empty() || !descendants(me).contains(&me));
     }
 }
+
+/// What the terminal's foreground process group is doing, read from `/proc` (rust-stack.md §3).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Foreground {
+    pub pgid: u32,
+    /// The group leader's program name.
+    pub program: Option<String>,
+    /// A process of the group is blocked reading the terminal (or waiting on it with
+    /// poll/select, as line editors and REPLs do).
+    pub is_reading: bool,
+    /// The terminal is in line mode without echo: a password prompt.
+    pub is_password: bool,
+}
+
+/// `(read, poll-family)` system call numbers of this architecture.
+#[cfg(target_arch = "x86_64")]
+const READ_SYSCALLS: (&[u64], &[u64]) = (&[0, 17, 19], &[7, 23, 232, 270, 271, 281, 441]);
+#[cfg(target_arch = "aarch64")]
+const READ_SYSCALLS: (&[u64], &[u64]) = (&[63, 65, 67], &[22, 72, 73, 441]);
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const READ_SYSCALLS: (&[u64], &[u64]) = (&[], &[]);
+
+/// Reads the foreground state of the terminal whose session leader (the shell) is `leader`.
+pub fn foreground(leader: u32) -> Option<Foreground> {
+    let stat = fs::read_to_string(format!("/proc/{leader}/stat")).ok()?;
+    let tpgid: i64 = stat_field(&stat, 8)?.parse().ok()?;
+    let pgid = u32::try_from(tpgid).ok().filter(|&p| p > 0)?;
+    let tty = fs::read_link(format!("/proc/{leader}/fd/0")).ok()?;
+    let members = group_members(pgid);
+    let is_reading = members.iter().any(|&pid| is_reading_tty(pid, &tty));
+    Some(Foreground {
+        pgid,
+        program: comm(pgid).or_else(|| members.first().and_then(|&p| comm(p))),
+        is_reading,
+        is_password: is_password_mode(&tty),
+    })
+}
+
+fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            (stat_field(&stat, 5)?.parse::<u32>().ok()? == pgid).then_some(pid)
+        })
+        .collect()
+}
+
+/// Whether `pid` is blocked in a read of fd 0 (or a poll/select including it) while its fd 0
+/// is the terminal `tty`.
+fn is_reading_tty(pid: u32, tty: &std::path::Path) -> bool {
+    let is_on_tty = fs::read_link(format!("/proc/{pid}/fd/0")).is_ok_and(|p| p == tty);
+    if !is_on_tty {
+        return false;
+    }
+    let Ok(syscall) = fs::read_to_string(format!("/proc/{pid}/syscall")) else {
+        return false;
+    };
+    let mut fields = syscall.split_whitespace();
+    let number = fields.next().and_then(|n| n.parse::<u64>().ok());
+    let arg0 = fields
+        .next()
+        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
+    let (reads, polls) = READ_SYSCALLS;
+    match number {
+        Some(n) if reads.contains(&n) => arg0 == Some(0),
+        Some(n) if polls.contains(&n) => true,
+        _ => false,
+    }
+}
+
+/// ICANON set and ECHO clear on the terminal: what `read -s`, `sudo` and `ssh` prompts do.
+fn is_password_mode(tty: &std::path::Path) -> bool {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open(tty, flags, Mode::empty()) else {
+        return false;
+    };
+    rustix::termios::tcgetattr(&fd).is_ok_and(|t| {
+        use rustix::termios::LocalModes;
+        t.local_modes.contains(LocalModes::ICANON) && !t.local_modes.contains(LocalModes::ECHO)
+    })
+}

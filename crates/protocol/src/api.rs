@@ -219,3 +219,53 @@ pub struct CloseResponse {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
 }
+
+/// `POST …/send` (seed 002): write text, then wait until the terminal needs something.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendParams {
+    /// Text to type (escape sequences and control characters included).
+    #[serde(default)]
+    pub text: String,
+    /// Press Enter after the text.
+    #[serde(default)]
+    pub submit: bool,
+    /// Seconds to wait at most (default 30).
+    #[serde(default)]
+    pub deadline: Option<f64>,
+    /// Seconds of quiet output, while nothing reads, that count as idle (default 2).
+    #[serde(default)]
+    pub idle_window: Option<f64>,
+}
+
+/// Why a send returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitReason {
+    /// A process of the foreground group is blocked reading the terminal (from `/proc`).
+    StdinRead,
+    /// Output was quiet for the idle window and nothing reads the terminal.
+    InferredIdle,
+    /// The deadline passed; the program goes on.
+    Timeout,
+    /// The terminal's program exited.
+    SessionExit,
+}
+
+/// The answer of `send`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SendResponse {
+    pub session_id: String,
+    pub wait_reason: WaitReason,
+    /// The terminal waits for input with echo off (a password prompt).
+    pub is_password_prompt: bool,
+    /// What the terminal printed since the send began, as clean text.
+    pub output: String,
+    /// Output was dropped from the front of `output` (it keeps the newest text).
+    pub truncated: bool,
+    /// The foreground program's name.
+    pub foreground_program: Option<String>,
+    pub state: TerminalState,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+}

@@ -14,7 +14,7 @@ use ptyhub_core::registry::{CreateSpec, EVENTS_PAGE_MAX};
 use ptyhub_core::terminal::{ExecRequest, TerminalHandle};
 use ptyhub_protocol::api::{
     CloseResponse, CommandResult, CreateSessionParams, Envelope, EventsResponse, ExecParams,
-    InputParams, ResizeParams, ScreenResponse, TerminalInfo, WaitParams,
+    InputParams, ResizeParams, ScreenResponse, SendParams, SendResponse, TerminalInfo, WaitParams,
 };
 use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::event::Seq;
@@ -47,6 +47,9 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/v2/pty/sessions/{id}/wait", post(wait))
         .route("/v2/pty/sessions/{id}/resize", post(resize))
         .route("/v2/pty/sessions/{id}/events", get(events))
+        .route("/v2/pty/sessions/{id}/send", post(send))
+        .route("/v2/version", get(version))
+        .route("/v2/backends", get(backends))
 }
 
 fn ok<T>(message: &str, data: T) -> Answer<T> {
@@ -372,4 +375,56 @@ async fn events(
         .events(&principal.owner, &id, Seq(query.after_seq), limit)
         .await?;
     ok("Events read", page)
+}
+
+/// Default and longest `send` deadline.
+const SEND_DEADLINE_DEFAULT: Duration = Duration::from_secs(30);
+const SEND_DEADLINE_MAX: Duration = Duration::from_secs(600);
+/// Default idle window of `send`.
+const SEND_IDLE_DEFAULT: Duration = Duration::from_secs(2);
+
+async fn send(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    JsonBody(params): JsonBody<SendParams>,
+) -> Answer<SendResponse> {
+    principal.require(Capability::Write)?;
+    if params.text.len() > TEXT_MAX_BYTES {
+        return Err(ApiError::invalid("text too long").into());
+    }
+    let deadline = seconds("deadline", params.deadline)?
+        .unwrap_or(SEND_DEADLINE_DEFAULT)
+        .min(SEND_DEADLINE_MAX);
+    let idle_window = seconds("idle_window", params.idle_window)?.unwrap_or(SEND_IDLE_DEFAULT);
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    let mut text = params.text.into_bytes();
+    if params.submit {
+        text.push(b'\r');
+    }
+    let request = ptyhub_core::terminal::send::SendRequest {
+        text,
+        deadline,
+        idle_window,
+    };
+    ok(
+        "Sent",
+        ptyhub_core::terminal::send::send(&handle, request).await?,
+    )
+}
+
+async fn version() -> Json<Envelope<serde_json::Value>> {
+    Json(Envelope::ok(
+        "Version",
+        serde_json::json!({ "apiVersion": "1.0", "server": env!("CARGO_PKG_VERSION") }),
+    ))
+}
+
+async fn backends() -> Json<Envelope<serde_json::Value>> {
+    let shell = ptyhub_core::registry::default_shell();
+    let status = if shell.is_some() { "ready" } else { "failed" };
+    Json(Envelope::ok(
+        "Backends",
+        serde_json::json!({ "backends": [{ "type": "native", "status": status, "shell": shell }] }),
+    ))
 }

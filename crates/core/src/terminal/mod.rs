@@ -15,6 +15,7 @@
 //!    (`hard_timeout`, `no_change_timeout`) are the actor's own timers.
 
 mod link;
+pub mod send;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -66,6 +67,19 @@ enum Request {
     Input(Vec<u8>, oneshot::Sender<Result<(), ApiError>>),
     Resize(u16, u16, oneshot::Sender<Result<(), ApiError>>),
     Close(oneshot::Sender<Result<TerminalMeta, ApiError>>),
+    Probe(oneshot::Sender<Probe>),
+}
+
+/// Process facts about a terminal, for code that inspects it from outside (`send`).
+#[derive(Clone, Debug)]
+pub struct Probe {
+    pub pid: Option<u32>,
+    pub is_exited: bool,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub state: TerminalState,
+    pub dir: PathBuf,
+    pub id: String,
 }
 
 /// A cheap, cloneable reference to a terminal's actor.
@@ -73,6 +87,8 @@ enum Request {
 pub struct TerminalHandle {
     tx: mpsc::Sender<Request>,
     seq: watch::Receiver<Seq>,
+    /// Held by the one `send` a terminal allows at a time.
+    send_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl TerminalHandle {
@@ -83,7 +99,11 @@ impl TerminalHandle {
         let (seq_tx, seq) = watch::channel(Seq::ZERO);
         let actor = Actor::new(dir, meta, seq_tx);
         tokio::spawn(actor.run(rx));
-        Self { tx, seq }
+        Self {
+            tx,
+            seq,
+            send_lock: std::sync::Arc::default(),
+        }
     }
 
     async fn ask<T>(
@@ -150,6 +170,20 @@ impl TerminalHandle {
     /// Ends the whole process tree and marks the terminal closed; its history stays.
     pub async fn close(&self) -> Result<TerminalMeta, ApiError> {
         self.ask(Request::Close).await?
+    }
+
+    pub async fn probe(&self) -> Result<Probe, ApiError> {
+        self.ask(Request::Probe).await
+    }
+
+    /// The exclusive right to `send`, or `BUSY`.
+    pub fn try_send_lock(&self) -> Result<tokio::sync::OwnedMutexGuard<()>, ApiError> {
+        self.send_lock.clone().try_lock_owned().map_err(|_| {
+            ApiError::new(
+                ErrorCode::Busy,
+                "another send is in progress on this terminal",
+            )
+        })
     }
 
     /// The last applied `seq`; changes wake watchers.
@@ -455,6 +489,17 @@ impl Actor {
                 let _ = reply.send(outcome);
             }
             Request::Close(reply) => self.close(reply).await,
+            Request::Probe(reply) => {
+                let _ = reply.send(Probe {
+                    pid: self.meta.pid,
+                    is_exited: self.is_exited,
+                    exit_code: self.meta.exit_code,
+                    signal: self.meta.signal,
+                    state: self.meta.state,
+                    dir: self.dir.clone(),
+                    id: self.meta.id.to_string(),
+                });
+            }
         }
     }
 

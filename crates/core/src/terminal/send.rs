@@ -1,0 +1,121 @@
+//! `send` (seed 002): type text, then return when the terminal needs something, with the
+//! reason — read from the kernel, not guessed from silence where the kernel can tell:
+//! 1. `session_exit` — the terminal's program ended;
+//! 2. `stdin_read` — once output has settled, a process of the foreground group is blocked
+//!    reading the terminal (the shell at its prompt, a REPL, `read`, a `[Y/n]` question; a
+//!    password prompt when echo is off);
+//! 3. `inferred_idle` — output was quiet for the idle window and nothing reads;
+//! 4. `timeout` — the deadline passed (the program goes on).
+//!
+//! The answer carries what was printed since the send began.
+
+use std::time::Duration;
+
+use ptyhub_protocol::api::{SendResponse, WaitReason};
+use ptyhub_protocol::error::ApiError;
+use ptyhub_protocol::event::{EventKind, Seq};
+use tokio::time::Instant;
+
+use super::TerminalHandle;
+use crate::holder::log::read_events;
+use crate::plain_text::PlainText;
+use crate::process;
+use crate::state_dir::EVENTS_FILE;
+
+/// How often the terminal's state is looked at while waiting.
+const POLL_EVERY: Duration = Duration::from_millis(25);
+/// Output must have been quiet this long before a reading process counts as waiting.
+const SETTLE: Duration = Duration::from_millis(60);
+/// Most characters of output returned (the newest are kept).
+pub const SEND_OUTPUT_MAX_CHARS: usize = 16_000;
+
+/// What to send and how long to wait.
+#[derive(Clone, Debug)]
+pub struct SendRequest {
+    pub text: Vec<u8>,
+    pub deadline: Duration,
+    pub idle_window: Duration,
+}
+
+pub async fn send(handle: &TerminalHandle, request: SendRequest) -> Result<SendResponse, ApiError> {
+    let _exclusive = handle.try_send_lock()?;
+    let probe = handle.probe().await?;
+    if probe.is_exited {
+        return Err(ApiError::new(
+            ptyhub_protocol::ErrorCode::SessionNotRunning,
+            format!("session {} is not running (its program exited)", probe.id),
+        ));
+    }
+    let mut seq = handle.seq();
+    let start_seq = *seq.borrow_and_update();
+    let started = Instant::now();
+    if !request.text.is_empty() {
+        handle.input(request.text).await?;
+    }
+    let deadline = started + request.deadline;
+    let mut last_output = Instant::now();
+    let reason = loop {
+        if seq.has_changed().unwrap_or(false) {
+            seq.borrow_and_update();
+            last_output = Instant::now();
+        }
+        let probe = handle.probe().await?;
+        if probe.is_exited {
+            break WaitReason::SessionExit;
+        }
+        let now = Instant::now();
+        let quiet = now - last_output;
+        let foreground = probe.pid.and_then(process::foreground);
+        let is_reading = foreground.as_ref().is_some_and(|f| f.is_reading);
+        if quiet >= SETTLE && now - started >= SETTLE && is_reading {
+            break WaitReason::StdinRead;
+        }
+        if quiet >= request.idle_window && !is_reading {
+            break WaitReason::InferredIdle;
+        }
+        if now >= deadline {
+            break WaitReason::Timeout;
+        }
+        tokio::select! {
+            _ = seq.changed() => {}
+            () = tokio::time::sleep(POLL_EVERY.min(deadline.saturating_duration_since(now))) => {}
+        }
+    };
+    let probe = handle.probe().await?;
+    let foreground = probe
+        .pid
+        .filter(|_| !probe.is_exited)
+        .and_then(process::foreground);
+    let (output, truncated) = output_since(&probe.dir.join(EVENTS_FILE), start_seq);
+    Ok(SendResponse {
+        session_id: probe.id,
+        wait_reason: reason,
+        is_password_prompt: reason == WaitReason::StdinRead
+            && foreground.as_ref().is_some_and(|f| f.is_password),
+        output,
+        truncated,
+        foreground_program: foreground.and_then(|f| f.program),
+        state: probe.state,
+        exit_code: probe.exit_code,
+        signal: probe.signal,
+    })
+}
+
+/// The clean text of the output after `after`, and whether its front was dropped.
+fn output_since(path: &std::path::Path, after: Seq) -> (String, bool) {
+    let mut text = PlainText::new();
+    let _ = read_events(path, after, |event| {
+        if let EventKind::Output { data } = event.kind {
+            text.feed(&data);
+        }
+    });
+    let text = text.text();
+    let count = text.chars().count();
+    if count <= SEND_OUTPUT_MAX_CHARS {
+        return (text, false);
+    }
+    (
+        text.chars().skip(count - SEND_OUTPUT_MAX_CHARS).collect(),
+        true,
+    )
+}
