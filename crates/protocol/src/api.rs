@@ -269,3 +269,22 @@ pub struct SendResponse {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
 }
+
+/// `POST …/signal`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignalParams {
+    /// INT, TERM, KILL, HUP, QUIT, TSTP, CONT, WINCH, USR1 or USR2 (a `SIG` prefix is fine).
+    pub signal: String,
+}
+
+/// The answer of `signal`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SignalResponse {
+    pub session_id: String,
+    pub signal: String,
+    /// The foreground program that got it (its whole process group did).
+    pub program: Option<String>,
+    /// Whether the foreground group was the shell itself (no command was running).
+    pub is_shell: bool,
+}

@@ -14,7 +14,8 @@ use ptyhub_core::registry::{CreateSpec, EVENTS_PAGE_MAX};
 use ptyhub_core::terminal::{ExecRequest, TerminalHandle};
 use ptyhub_protocol::api::{
     CloseResponse, CommandResult, CreateSessionParams, Envelope, EventsResponse, ExecParams,
-    InputParams, ResizeParams, ScreenResponse, SendParams, SendResponse, TerminalInfo, WaitParams,
+    InputParams, ResizeParams, ScreenResponse, SendParams, SendResponse, SignalParams,
+    SignalResponse, TerminalInfo, WaitParams,
 };
 use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::event::Seq;
@@ -48,6 +49,7 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/v2/pty/sessions/{id}/resize", post(resize))
         .route("/v2/pty/sessions/{id}/events", get(events))
         .route("/v2/pty/sessions/{id}/send", post(send))
+        .route("/v2/pty/sessions/{id}/signal", post(signal))
         .route("/v2/version", get(version))
         .route("/v2/backends", get(backends))
 }
@@ -427,4 +429,18 @@ async fn backends() -> Json<Envelope<serde_json::Value>> {
         "Backends",
         serde_json::json!({ "backends": [{ "type": "native", "status": status, "shell": shell }] }),
     ))
+}
+
+async fn signal(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    JsonBody(params): JsonBody<SignalParams>,
+) -> Answer<SignalResponse> {
+    principal.require(Capability::Signal)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    ok(
+        "Signal sent",
+        ptyhub_core::terminal::signal::signal(&handle, &params.signal).await?,
+    )
 }

@@ -153,3 +153,45 @@ async fn a_flood_returns_the_newest_output_marked_truncated() {
     let backends = get(&client, "/v2/backends").await;
     assert_eq!(data(&backends)["backends"][0]["status"], "ready");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_reach_the_foreground_group() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let path = format!("/v2/pty/sessions/{id}/signal");
+    let started = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/exec"),
+        json!({ "command": "sleep 30 | cat", "async": true }),
+    )
+    .await;
+    assert_eq!(data(&started)["status"], "running");
+    let signaled = ptyhub_test_support::wait_until("the pipeline owns the terminal", || async {
+        let answer = post(&client, &path, json!({ "signal": "WINCH" })).await;
+        (data(&answer)["is_shell"] == false).then_some(answer)
+    })
+    .await;
+    assert_eq!(data(&signaled)["signal"], "WINCH");
+    let interrupted = post(&client, &path, json!({ "signal": "SIGINT" })).await;
+    assert_eq!(interrupted.status, 200, "{}", interrupted.body);
+    assert!(
+        data(&interrupted)["program"] == "sleep" || data(&interrupted)["program"] == "cat",
+        "{}",
+        interrupted.body
+    );
+    let done = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/wait"),
+        json!({ "seconds": 10 }),
+    )
+    .await;
+    assert_eq!(data(&done)["status"], "completed");
+    assert_eq!(data(&done)["exit_code"], 130, "{}", done.body);
+
+    let refused = post(&client, &path, json!({ "signal": "SEGV" })).await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.body["error"]["code"], "INVALID_INPUT");
+    let at_prompt = post(&client, &path, json!({ "signal": "INT" })).await;
+    assert_eq!(data(&at_prompt)["is_shell"], true, "{}", at_prompt.body);
+}

@@ -16,6 +16,7 @@
 
 mod link;
 pub mod send;
+pub mod signal;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
