@@ -109,6 +109,15 @@ impl Screen {
         }
     }
 
+    /// Every rendered line, scrollback first, trailing spaces trimmed.
+    pub fn all_lines(&self) -> Vec<String> {
+        self.vt
+            .screen()
+            .all_lines()
+            .map(|line| line.text().trim_end().to_owned())
+            .collect()
+    }
+
     /// Escape sequences that repaint this screen on a fresh terminal of the same size.
     pub fn dump(&self) -> String {
         self.vt.dump()

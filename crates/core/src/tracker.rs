@@ -43,6 +43,8 @@ pub enum Token {
     Text(Vec<u8>),
     Mark(Mark),
     BracketedPaste(bool),
+    /// The program set the window title (OSC 0 or 2), sanitized.
+    Title(String),
 }
 
 /// Finds marks carrying `nonce` in a byte stream, across read boundaries.
@@ -83,9 +85,15 @@ impl MarkScanner {
                 b']' => match find_osc_end(&rest[2..]) {
                     Some((body_len, end_len)) => {
                         let end = esc + 2 + body_len + end_len;
-                        if let Some(mark) = self.parse_mark(&rest[2..2 + body_len]) {
+                        let body = &rest[2..2 + body_len];
+                        if let Some(mark) = self.parse_mark(body) {
                             push_text(&mut tokens, &data[text_start..esc]);
                             tokens.push(Token::Mark(mark));
+                            text_start = end;
+                        } else if let Some(title) = parse_title(body) {
+                            // The bytes stay in the text (the screen and clean text skip them).
+                            push_text(&mut tokens, &data[text_start..end]);
+                            tokens.push(Token::Title(title));
                             text_start = end;
                         }
                         i = end;
@@ -148,6 +156,23 @@ impl MarkScanner {
             _ => None,
         }
     }
+}
+
+/// Longest title kept, in characters.
+const TITLE_MAX_CHARS: usize = 256;
+
+/// The title of an `OSC 0;…` or `OSC 2;…` body, without control characters.
+fn parse_title(body: &[u8]) -> Option<String> {
+    let text = body
+        .strip_prefix(b"0;")
+        .or_else(|| body.strip_prefix(b"2;"))?;
+    let text = String::from_utf8_lossy(text);
+    Some(
+        text.chars()
+            .filter(|c| !c.is_control())
+            .take(TITLE_MAX_CHARS)
+            .collect(),
+    )
 }
 
 fn push_text(tokens: &mut Vec<Token>, text: &[u8]) {
@@ -235,6 +260,8 @@ pub struct CommandTracker {
     typed_first_line: String,
     /// Whether the line editor turned bracketed paste off since the last submission.
     has_left_editor: bool,
+    /// The last window title a program set.
+    title: Option<String>,
 }
 
 impl CommandTracker {
@@ -250,11 +277,17 @@ impl CommandTracker {
             since_prompt: PlainText::new(),
             typed_first_line: String::new(),
             has_left_editor: false,
+            title: None,
         }
     }
 
     pub fn phase(&self) -> ShellPhase {
         self.phase
+    }
+
+    /// The last window title a program set.
+    pub fn title(&self) -> Option<&str> {
+        self.title.as_deref()
     }
 
     /// Whether the shell is reading a line with bracketed paste on right now.
@@ -338,6 +371,7 @@ impl CommandTracker {
                         }
                     }
                 }
+                Token::Title(title) => self.title = Some(title),
                 Token::BracketedPaste(on) => {
                     self.is_bracketed_paste = on;
                     self.has_bracketed_paste |= on;

@@ -175,6 +175,12 @@ pub struct ScreenResponse {
     pub cursor_col: u16,
     pub is_alternate_screen: bool,
     pub state: TerminalState,
+    /// The last window title a program set.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// The event `seq` this screen reflects.
+    #[serde(default)]
+    pub seq: Seq,
 }
 
 /// `POST …/input`.
@@ -287,4 +293,50 @@ pub struct SignalResponse {
     pub program: Option<String>,
     /// Whether the foreground group was the shell itself (no command was running).
     pub is_shell: bool,
+}
+
+/// `GET …/observe`: a snapshot (no cursor) or what changed since a cursor.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ObserveResponse {
+    Snapshot {
+        session_id: String,
+        snapshot: Snapshot,
+        /// Pass it back to get what changes next.
+        cursor: String,
+    },
+    Delta {
+        session_id: String,
+        /// What the terminal printed since the cursor, as clean text (the newest kept).
+        output: String,
+        truncated: bool,
+        state: TerminalState,
+        cursor: String,
+    },
+}
+
+/// `GET …/snapshot`: the terminal as a person would see it now.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub screen: Vec<String>,
+    pub cols: u16,
+    pub rows: u16,
+    pub cursor_row: u16,
+    pub cursor_col: u16,
+    pub is_alternate_screen: bool,
+    pub title: Option<String>,
+    pub state: TerminalState,
+    pub foreground_program: Option<String>,
+}
+
+/// `GET …/scrollback?offset=&lines=`: rendered lines, newest-relative.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ScrollbackResponse {
+    pub session_id: String,
+    /// Oldest first; the last one is `offset` lines above the newest line.
+    pub lines: Vec<String>,
+    pub offset: usize,
+    /// Lines held in all (scrollback and screen).
+    pub total: usize,
+    pub has_more: bool,
 }

@@ -50,6 +50,9 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/v2/pty/sessions/{id}/events", get(events))
         .route("/v2/pty/sessions/{id}/send", post(send))
         .route("/v2/pty/sessions/{id}/signal", post(signal))
+        .route("/v2/pty/sessions/{id}/snapshot", get(snapshot))
+        .route("/v2/pty/sessions/{id}/observe", get(observe))
+        .route("/v2/pty/sessions/{id}/scrollback", get(scrollback))
         .route("/v2/version", get(version))
         .route("/v2/backends", get(backends))
 }
@@ -443,4 +446,62 @@ async fn signal(
         "Signal sent",
         ptyhub_core::terminal::signal::signal(&handle, &params.signal).await?,
     )
+}
+
+async fn snapshot(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Answer<ptyhub_protocol::api::Snapshot> {
+    principal.require(Capability::Read)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    let (snapshot, _, _) = ptyhub_core::terminal::observe::snapshot(&handle).await?;
+    ok("Snapshot", snapshot)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ObserveQuery {
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+async fn observe(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    QueryParams(query): QueryParams<ObserveQuery>,
+) -> Answer<ptyhub_protocol::api::ObserveResponse> {
+    principal.require(Capability::Read)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    ok(
+        "Observed",
+        ptyhub_core::terminal::observe::observe(&handle, query.cursor.as_deref()).await?,
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScrollbackQuery {
+    #[serde(default)]
+    offset: usize,
+    #[serde(default)]
+    lines: Option<usize>,
+}
+
+async fn scrollback(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    QueryParams(query): QueryParams<ScrollbackQuery>,
+) -> Answer<ptyhub_protocol::api::ScrollbackResponse> {
+    principal.require(Capability::Read)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    let page = ptyhub_core::terminal::observe::scrollback(
+        &handle,
+        query.offset,
+        query.lines.unwrap_or(100),
+    )
+    .await?;
+    ok("Scrollback", page)
 }

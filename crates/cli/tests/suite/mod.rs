@@ -4,6 +4,7 @@ mod crash;
 mod exec;
 mod lifecycle;
 mod limits;
+mod observe;
 mod send;
 mod v1_sdk;
 

@@ -15,6 +15,7 @@
 //!    (`hard_timeout`, `no_change_timeout`) are the actor's own timers.
 
 mod link;
+pub mod observe;
 pub mod send;
 pub mod signal;
 
@@ -69,6 +70,7 @@ enum Request {
     Resize(u16, u16, oneshot::Sender<Result<(), ApiError>>),
     Close(oneshot::Sender<Result<TerminalMeta, ApiError>>),
     Probe(oneshot::Sender<Probe>),
+    Lines(oneshot::Sender<Vec<String>>),
 }
 
 /// Process facts about a terminal, for code that inspects it from outside (`send`).
@@ -185,6 +187,11 @@ impl TerminalHandle {
                 "another send is in progress on this terminal",
             )
         })
+    }
+
+    /// All rendered lines (scrollback, then the screen), oldest first.
+    pub async fn all_lines(&self) -> Result<Vec<String>, ApiError> {
+        self.ask(Request::Lines).await
     }
 
     /// The last applied `seq`; changes wake watchers.
@@ -490,6 +497,9 @@ impl Actor {
                 let _ = reply.send(outcome);
             }
             Request::Close(reply) => self.close(reply).await,
+            Request::Lines(reply) => {
+                let _ = reply.send(self.screen.read(crate::screen::Screen::all_lines));
+            }
             Request::Probe(reply) => {
                 let _ = reply.send(Probe {
                     pid: self.meta.pid,
@@ -758,6 +768,8 @@ impl Actor {
             cursor_col: view.cursor_col,
             is_alternate_screen: view.is_alternate_screen,
             state: self.meta.state,
+            title: self.tracker.title().map(str::to_owned),
+            seq: self.last_seq,
         }
     }
 

@@ -1,0 +1,170 @@
+//! Reading a terminal without changing it (seed 003): snapshots, opaque cursors and deltas,
+//! and scrollback pages.
+//!
+//! A cursor names a terminal and a `seq` of its event log; it is opaque to clients
+//! (`c1.<hex>`). A cursor of another terminal is `INVALID_CURSOR`; one older than the oldest
+//! event the log keeps is `CURSOR_EXPIRED` (retryable: observe again without a cursor).
+
+use ptyhub_protocol::api::{ObserveResponse, ScrollbackResponse, Snapshot};
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::event::{EventKind, Seq};
+
+use super::TerminalHandle;
+use crate::holder::log::{parse_seq_prefix, read_events};
+use crate::plain_text::PlainText;
+use crate::process;
+use crate::state_dir::EVENTS_FILE;
+use crate::terminal::send::SEND_OUTPUT_MAX_CHARS;
+
+/// Most lines one scrollback page returns.
+pub const SCROLLBACK_PAGE_MAX: usize = 1000;
+
+pub fn encode_cursor(id: &str, seq: Seq) -> String {
+    let raw = format!("{id}:{seq}");
+    let hex: String = raw.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("c1.{hex}")
+}
+
+fn decode_cursor(cursor: &str, id: &str) -> Result<Seq, ApiError> {
+    let invalid = || ApiError::new(ErrorCode::InvalidCursor, "invalid cursor for this terminal");
+    let hex = cursor.strip_prefix("c1.").ok_or_else(invalid)?;
+    if hex.len() % 2 != 0 || hex.len() > 512 {
+        return Err(invalid());
+    }
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect();
+    let raw = String::from_utf8(bytes.ok_or_else(invalid)?).map_err(|_| invalid())?;
+    let (cursor_id, seq) = raw.rsplit_once(':').ok_or_else(invalid)?;
+    if cursor_id != id {
+        return Err(invalid());
+    }
+    seq.parse().map(Seq).map_err(|_| invalid())
+}
+
+pub async fn snapshot(handle: &TerminalHandle) -> Result<(Snapshot, String, Seq), ApiError> {
+    let screen = handle.screen().await?;
+    let probe = handle.probe().await?;
+    let foreground = probe
+        .pid
+        .filter(|_| !probe.is_exited)
+        .and_then(process::foreground);
+    let snapshot = Snapshot {
+        screen: screen.screen,
+        cols: screen.cols,
+        rows: screen.rows,
+        cursor_row: screen.cursor_row,
+        cursor_col: screen.cursor_col,
+        is_alternate_screen: screen.is_alternate_screen,
+        title: screen.title,
+        state: screen.state,
+        foreground_program: foreground.and_then(|f| f.program),
+    };
+    Ok((snapshot, screen.session_id, screen.seq))
+}
+
+pub async fn observe(
+    handle: &TerminalHandle,
+    cursor: Option<&str>,
+) -> Result<ObserveResponse, ApiError> {
+    let probe = handle.probe().await?;
+    let Some(cursor) = cursor else {
+        let (snapshot, session_id, seq) = snapshot(handle).await?;
+        return Ok(ObserveResponse::Snapshot {
+            cursor: encode_cursor(&session_id, seq),
+            session_id,
+            snapshot,
+        });
+    };
+    let after = decode_cursor(cursor, &probe.id)?;
+    let path = probe.dir.join(EVENTS_FILE);
+    let now = *handle.seq().borrow();
+    if after > now {
+        return Err(ApiError::new(
+            ErrorCode::InvalidCursor,
+            "cursor is ahead of this terminal",
+        ));
+    }
+    if after.0 + 1 < first_seq(&path).0 {
+        return Err(ApiError::new(
+            ErrorCode::CursorExpired,
+            "cursor is older than the history kept; observe again without a cursor",
+        ));
+    }
+    let mut text = PlainText::new();
+    let mut last = after;
+    let _ = read_events(&path, after, |event| {
+        if event.seq <= now {
+            last = event.seq;
+            if let EventKind::Output { data } = event.kind {
+                text.feed(&data);
+            }
+        }
+    });
+    let text = text.text();
+    let count = text.chars().count();
+    let truncated = count > SEND_OUTPUT_MAX_CHARS;
+    let output = if truncated {
+        text.chars().skip(count - SEND_OUTPUT_MAX_CHARS).collect()
+    } else {
+        text
+    };
+    Ok(ObserveResponse::Delta {
+        cursor: encode_cursor(&probe.id, last),
+        session_id: probe.id,
+        output,
+        truncated,
+        state: probe.state,
+    })
+}
+
+/// The `seq` of the oldest event the log keeps.
+fn first_seq(path: &std::path::Path) -> Seq {
+    use std::io::BufRead;
+    std::fs::File::open(path)
+        .ok()
+        .and_then(|file| {
+            let mut line = Vec::new();
+            std::io::BufReader::new(file)
+                .read_until(b'\n', &mut line)
+                .ok()?;
+            parse_seq_prefix(&line)
+        })
+        .unwrap_or(Seq(1))
+}
+
+pub async fn scrollback(
+    handle: &TerminalHandle,
+    offset: usize,
+    lines: usize,
+) -> Result<ScrollbackResponse, ApiError> {
+    let lines = lines.clamp(1, SCROLLBACK_PAGE_MAX);
+    let all = handle.all_lines().await?;
+    let probe = handle.probe().await?;
+    let total = all.len();
+    let end = total.saturating_sub(offset);
+    let start = end.saturating_sub(lines);
+    Ok(ScrollbackResponse {
+        session_id: probe.id,
+        lines: all[start..end].to_vec(),
+        offset,
+        total,
+        has_more: start > 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_belong_to_one_terminal() {
+        let cursor = encode_cursor("t-1", Seq(42));
+        assert_eq!(decode_cursor(&cursor, "t-1").ok(), Some(Seq(42)));
+        let foreign = decode_cursor(&cursor, "t-2").map_err(|e| e.code);
+        assert_eq!(foreign, Err(ErrorCode::InvalidCursor));
+        assert!(decode_cursor("garbage", "t-1").is_err());
+        assert!(decode_cursor("c1.zz", "t-1").is_err());
+    }
+}
