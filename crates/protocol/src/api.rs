@@ -340,3 +340,52 @@ pub struct ScrollbackResponse {
     pub total: usize,
     pub has_more: bool,
 }
+
+/// `POST …/jobs`: run a command without waiting (seed 003's `execute`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobParams {
+    pub command: String,
+    /// Seconds before ^C whatever happens.
+    #[serde(default)]
+    pub hard_timeout: Option<f64>,
+}
+
+/// A job's lifecycle (seed 003).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobState {
+    Running,
+    /// A cancel was asked for; the command has not ended yet.
+    Cancelling,
+    Cancelled,
+    /// Ended with exit code 0.
+    Succeeded,
+    /// Ended with another exit code.
+    Failed,
+    /// Interrupted by its hard timeout.
+    TimedOut,
+    /// The terminal's program ended under it.
+    Terminated,
+}
+
+/// One job as it stands.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobResponse {
+    pub job_id: String,
+    pub session_id: String,
+    pub command: String,
+    pub state: JobState,
+    pub exit_code: Option<i32>,
+    /// The output so far (the whole output once it ended), truncated like exec's.
+    pub output: String,
+}
+
+/// `POST …/jobs/{job}/await`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AwaitParams {
+    /// Seconds to wait at most (default 30); the job goes on after it.
+    #[serde(default)]
+    pub seconds: Option<f64>,
+}

@@ -53,6 +53,11 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/v2/pty/sessions/{id}/snapshot", get(snapshot))
         .route("/v2/pty/sessions/{id}/observe", get(observe))
         .route("/v2/pty/sessions/{id}/scrollback", get(scrollback))
+        .route("/v2/pty/sessions/{id}/jobs", post(job_start))
+        .route("/v2/pty/sessions/{id}/jobs/{job}", get(job_get))
+        .route("/v2/pty/sessions/{id}/jobs/{job}/cancel", post(job_cancel))
+        .route("/v2/pty/sessions/{id}/jobs/{job}/await", post(job_await))
+        .route("/v2/pty/sessions/{id}/stop", post(stop))
         .route("/v2/version", get(version))
         .route("/v2/backends", get(backends))
 }
@@ -504,4 +509,74 @@ async fn scrollback(
     )
     .await?;
     ok("Scrollback", page)
+}
+
+use ptyhub_core::terminal::jobs;
+use ptyhub_protocol::api::{AwaitParams, JobParams, JobResponse};
+
+async fn job_start(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    JsonBody(params): JsonBody<JobParams>,
+) -> Answer<JobResponse> {
+    principal.require(Capability::Write)?;
+    if params.command.trim().is_empty() || params.command.len() > TEXT_MAX_BYTES {
+        return Err(ApiError::invalid("command must be 1 byte to 4 MiB").into());
+    }
+    let hard_timeout = seconds("hard_timeout", params.hard_timeout)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    ok(
+        "Job started",
+        jobs::start(&handle, params.command, hard_timeout).await?,
+    )
+}
+
+async fn job_get(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path((id, job)): Path<(String, String)>,
+) -> Answer<JobResponse> {
+    principal.require(Capability::Read)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    ok("Job", jobs::get(&handle, &job).await?)
+}
+
+async fn job_cancel(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path((id, job)): Path<(String, String)>,
+) -> Answer<JobResponse> {
+    principal.require(Capability::Stop)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    ok("Job cancelling", jobs::cancel(&handle, &job).await?)
+}
+
+async fn job_await(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path((id, job)): Path<(String, String)>,
+    JsonBody(params): JsonBody<AwaitParams>,
+) -> Answer<JobResponse> {
+    principal.require(Capability::Read)?;
+    let limit = seconds("seconds", params.seconds)?
+        .unwrap_or(WAIT_DEFAULT)
+        .min(WAIT_MAX);
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    ok("Job awaited", jobs::wait(&handle, &job, limit).await?)
+}
+
+/// Stops the running job; the terminal lives on.
+async fn stop(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Answer<JobResponse> {
+    principal.require(Capability::Stop)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    let job = handle.cancel(None).await?;
+    ok(
+        "Job stopping",
+        jobs::get(&handle, &jobs::job_id(job)).await?,
+    )
 }

@@ -2,6 +2,7 @@ mod bad_input;
 mod cli;
 mod crash;
 mod exec;
+mod jobs;
 mod lifecycle;
 mod limits;
 mod observe;

@@ -14,6 +14,7 @@
 //! 3. [`TerminalHandle::wait_command`] resolves when the command ends; timeouts that press ^C
 //!    (`hard_timeout`, `no_change_timeout`) are the actor's own timers.
 
+pub mod jobs;
 mod link;
 pub mod observe;
 pub mod send;
@@ -71,7 +72,23 @@ enum Request {
     Close(oneshot::Sender<Result<TerminalMeta, ApiError>>),
     Probe(oneshot::Sender<Probe>),
     Lines(oneshot::Sender<Vec<String>>),
+    /// A command by id: running now, or among the last finished ones.
+    Job(u64, oneshot::Sender<Option<JobView>>),
+    /// Interrupt the running command (`id` or whichever runs) as a cancel.
+    Cancel(Option<u64>, oneshot::Sender<Result<u64, ApiError>>),
 }
+
+/// A command as jobs see it.
+#[derive(Clone, Debug)]
+pub struct JobView {
+    pub result: CommandResult,
+    /// The output so far while it runs.
+    pub output_so_far: String,
+    pub is_cancel_requested: bool,
+}
+
+/// Finished commands whose results stay available by id.
+const FINISHED_KEPT: usize = 100;
 
 /// Process facts about a terminal, for code that inspects it from outside (`send`).
 #[derive(Clone, Debug)]
@@ -194,6 +211,15 @@ impl TerminalHandle {
         self.ask(Request::Lines).await
     }
 
+    pub async fn job(&self, id: u64) -> Result<Option<JobView>, ApiError> {
+        self.ask(|reply| Request::Job(id, reply)).await
+    }
+
+    /// Interrupts the running command (^C, then a kill if it ignores it); returns its id.
+    pub async fn cancel(&self, id: Option<u64>) -> Result<u64, ApiError> {
+        self.ask(|reply| Request::Cancel(id, reply)).await?
+    }
+
     /// The last applied `seq`; changes wake watchers.
     pub fn seq(&self) -> watch::Receiver<Seq> {
         self.seq.clone()
@@ -242,6 +268,10 @@ struct Actor {
     /// Input requests sent to the holder and not yet answered, in order; `Some` when a client
     /// waits for the answer.
     input_acks: VecDeque<Option<oneshot::Sender<Result<(), ApiError>>>>,
+    /// The last finished commands' results, by id (oldest first).
+    finished: VecDeque<(u64, CommandResult)>,
+    /// Commands a client asked to cancel.
+    cancelled: std::collections::HashSet<u64>,
 }
 
 impl Actor {
@@ -267,6 +297,8 @@ impl Actor {
             has_typed_input: true,
             replay_until: None,
             input_acks: VecDeque::new(),
+            finished: VecDeque::new(),
+            cancelled: std::collections::HashSet::new(),
         }
     }
 
@@ -441,6 +473,17 @@ impl Actor {
         for event in events {
             if let TrackerEvent::Finished(id) = *event {
                 self.timers = CommandTimers::default();
+                let mut result = self.command_result(Some(id));
+                result.output = result.output.map(|o| {
+                    crate::plain_text::truncate_middle(&o, crate::plain_text::TRUNCATE_CHARS)
+                });
+                result.console.clear();
+                self.finished.push_back((id, result));
+                while self.finished.len() > FINISHED_KEPT {
+                    if let Some((old, _)) = self.finished.pop_front() {
+                        self.cancelled.remove(&old);
+                    }
+                }
                 let waiters = std::mem::take(&mut self.waiters);
                 for (wanted, reply) in waiters {
                     if wanted == id {
@@ -497,6 +540,24 @@ impl Actor {
                 let _ = reply.send(outcome);
             }
             Request::Close(reply) => self.close(reply).await,
+            Request::Job(id, reply) => {
+                let _ = reply.send(self.job_view(id));
+            }
+            Request::Cancel(id, reply) => {
+                let running = self.tracker.running().map(|c| c.id);
+                let outcome = match running.filter(|&r| id.is_none_or(|id| id == r)) {
+                    Some(running) => {
+                        self.cancelled.insert(running);
+                        self.interrupt(CommandStatus::Terminated).await;
+                        Ok(running)
+                    }
+                    None => Err(ApiError::new(
+                        ErrorCode::JobNotFound,
+                        "no such running job (it may have ended)",
+                    )),
+                };
+                let _ = reply.send(outcome);
+            }
             Request::Lines(reply) => {
                 let _ = reply.send(self.screen.read(crate::screen::Screen::all_lines));
             }
@@ -732,6 +793,24 @@ impl Actor {
         }
         self.timers.interrupted_at = Some(Instant::now());
         let _ = self.write_input(b"\x03", None).await;
+    }
+
+    fn job_view(&self, id: u64) -> Option<JobView> {
+        let is_cancel_requested = self.cancelled.contains(&id);
+        if let Some(current) = self.tracker.current().filter(|c| c.id == id) {
+            let result = self.command_result(Some(id));
+            return Some(JobView {
+                output_so_far: current.output(),
+                result,
+                is_cancel_requested,
+            });
+        }
+        let (_, result) = self.finished.iter().find(|(finished, _)| *finished == id)?;
+        Some(JobView {
+            output_so_far: result.output.clone().unwrap_or_default(),
+            result: result.clone(),
+            is_cancel_requested,
+        })
     }
 
     fn command_result(&self, id: Option<u64>) -> CommandResult {

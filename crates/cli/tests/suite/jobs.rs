@@ -1,0 +1,100 @@
+//! Jobs: start without waiting, look, await (bounded, never cancelling), cancel, stop.
+
+use serde_json::json;
+
+use super::{create, exec, get, post, start};
+use ptyhub_test_support::data;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_run_await_and_cancel() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let base = format!("/v2/pty/sessions/{id}/jobs");
+
+    let job = post(
+        &client,
+        &base,
+        json!({ "command": "sleep 0.5; echo done; (exit 3)" }),
+    )
+    .await;
+    assert_eq!(data(&job)["state"], "RUNNING", "{}", job.body);
+    let job_id = data(&job)["job_id"].as_str().unwrap_or_default().to_owned();
+    let short = post(
+        &client,
+        &format!("{base}/{job_id}/await"),
+        json!({ "seconds": 0.05 }),
+    )
+    .await;
+    assert_eq!(
+        data(&short)["state"],
+        "RUNNING",
+        "an await that gives up leaves the job running"
+    );
+    let done = post(
+        &client,
+        &format!("{base}/{job_id}/await"),
+        json!({ "seconds": 10 }),
+    )
+    .await;
+    assert_eq!(data(&done)["state"], "FAILED", "{}", done.body);
+    assert_eq!(data(&done)["exit_code"], 3);
+    assert_eq!(data(&done)["output"], "done");
+    let again = get(&client, &format!("{base}/{job_id}")).await;
+    assert_eq!(
+        data(&again)["state"],
+        "FAILED",
+        "a finished job stays readable"
+    );
+
+    // A job that ignores ^C is killed; it ends CANCELLED and the terminal lives on.
+    let stubborn = post(
+        &client,
+        &base,
+        json!({ "command": "trap '' INT; sleep 60" }),
+    )
+    .await;
+    let stubborn_id = data(&stubborn)["job_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let cancelling = post(&client, &format!("{base}/{stubborn_id}/cancel"), json!({})).await;
+    assert_eq!(
+        data(&cancelling)["state"],
+        "CANCELLING",
+        "{}",
+        cancelling.body
+    );
+    let cancelled = post(
+        &client,
+        &format!("{base}/{stubborn_id}/await"),
+        json!({ "seconds": 20 }),
+    )
+    .await;
+    assert_eq!(data(&cancelled)["state"], "CANCELLED", "{}", cancelled.body);
+    assert_eq!(exec(&client, &id, "echo alive").await["output"], "alive");
+
+    // stop: the running job ends, the terminal stays.
+    let running = post(&client, &base, json!({ "command": "sleep 60" })).await;
+    let running_id = data(&running)["job_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let stopped = post(&client, &format!("/v2/pty/sessions/{id}/stop"), json!({})).await;
+    assert_eq!(data(&stopped)["job_id"], running_id.as_str());
+    let ended = post(
+        &client,
+        &format!("{base}/{running_id}/await"),
+        json!({ "seconds": 10 }),
+    )
+    .await;
+    assert_eq!(data(&ended)["state"], "CANCELLED");
+
+    let missing = get(&client, &format!("{base}/job-999")).await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.body["error"]["code"], "JOB_NOT_FOUND");
+    let nothing = post(&client, &format!("/v2/pty/sessions/{id}/stop"), json!({})).await;
+    assert_eq!(nothing.body["error"]["code"], "JOB_NOT_FOUND");
+}

@@ -1,0 +1,90 @@
+//! Jobs (seed 003): a command run without waiting, looked at, awaited (bounded; giving up an
+//! await never cancels the job) and cancelled (CANCELLING → CANCELLED: ^C, then a kill of the
+//! foreground group if it ignores it). A job is one command of the terminal's shell; its id is
+//! `job-<n>`.
+
+use std::time::Duration;
+
+use ptyhub_protocol::api::{CommandStatus, JobResponse, JobState};
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+
+use super::{ExecRequest, JobView, TerminalHandle};
+use crate::plain_text::{TRUNCATE_CHARS, truncate_middle};
+
+pub fn job_id(command_id: u64) -> String {
+    format!("job-{command_id}")
+}
+
+fn parse_job_id(job: &str) -> Result<u64, ApiError> {
+    job.strip_prefix("job-")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| ApiError::new(ErrorCode::JobNotFound, format!("job {job:?} not found")))
+}
+
+/// Starts a job; answers at once.
+pub async fn start(
+    handle: &TerminalHandle,
+    command: String,
+    hard_timeout: Option<Duration>,
+) -> Result<JobResponse, ApiError> {
+    let id = handle
+        .exec(ExecRequest {
+            command,
+            hard_timeout,
+            no_change_timeout: None,
+        })
+        .await?;
+    get(handle, &job_id(id)).await
+}
+
+pub async fn get(handle: &TerminalHandle, job: &str) -> Result<JobResponse, ApiError> {
+    let id = parse_job_id(job)?;
+    let view = handle
+        .job(id)
+        .await?
+        .ok_or_else(|| ApiError::new(ErrorCode::JobNotFound, format!("job {job} not found")))?;
+    Ok(response(id, view))
+}
+
+/// Waits up to `limit` for the job to end, then reports it (still `RUNNING` if it did not).
+pub async fn wait(
+    handle: &TerminalHandle,
+    job: &str,
+    limit: Duration,
+) -> Result<JobResponse, ApiError> {
+    let id = parse_job_id(job)?;
+    get(handle, job).await?;
+    handle.wait_command(Some(id), Some(limit)).await?;
+    get(handle, job).await
+}
+
+pub async fn cancel(handle: &TerminalHandle, job: &str) -> Result<JobResponse, ApiError> {
+    let id = parse_job_id(job)?;
+    let current = get(handle, job).await?;
+    if current.state != JobState::Running {
+        return Ok(current);
+    }
+    handle.cancel(Some(id)).await?;
+    get(handle, job).await
+}
+
+fn response(id: u64, view: JobView) -> JobResponse {
+    let result = view.result;
+    let state = match (result.status, view.is_cancel_requested) {
+        (CommandStatus::Running, true) => JobState::Cancelling,
+        (CommandStatus::Running, false) => JobState::Running,
+        (_, true) => JobState::Cancelled,
+        (CommandStatus::Completed, false) if result.exit_code == Some(0) => JobState::Succeeded,
+        (CommandStatus::Completed, false) => JobState::Failed,
+        (CommandStatus::HardTimeout | CommandStatus::NoChangeTimeout, false) => JobState::TimedOut,
+        (CommandStatus::Terminated, false) => JobState::Terminated,
+    };
+    JobResponse {
+        job_id: job_id(id),
+        session_id: result.session_id,
+        command: result.command.unwrap_or_default(),
+        state,
+        exit_code: result.exit_code,
+        output: truncate_middle(&view.output_so_far, TRUNCATE_CHARS),
+    }
+}
