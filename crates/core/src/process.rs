@@ -6,8 +6,8 @@
 
 use std::fs;
 
-/// `(pid, ppid)` of every process visible in `/proc`.
-fn parent_table() -> Vec<(u32, u32)> {
+/// `(pid, field n of its stat line)` of every process visible in `/proc`.
+fn stat_table(n: usize) -> Vec<(u32, u32)> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -16,7 +16,7 @@ fn parent_table() -> Vec<(u32, u32)> {
         .filter_map(|entry| {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
             let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            Some((pid, stat_field(&stat, 4)?.parse().ok()?))
+            Some((pid, stat_field(&stat, n)?.parse().ok()?))
         })
         .collect()
 }
@@ -33,7 +33,7 @@ pub fn stat_field(stat: &str, n: usize) -> Option<&str> {
 
 /// Every descendant of `root` (not `root` itself), parents before children.
 pub fn descendants(root: u32) -> Vec<u32> {
-    let table = parent_table();
+    let table = stat_table(4);
     let mut found = vec![root];
     let mut i = 0;
     while i < found.len() {
@@ -130,16 +130,10 @@ pub fn foreground(leader: u32) -> Option<Foreground> {
 }
 
 fn group_members(pgid: u32) -> Vec<u32> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            (stat_field(&stat, 5)?.parse::<u32>().ok()? == pgid).then_some(pid)
-        })
+    stat_table(5)
+        .into_iter()
+        .filter(|&(_, group)| group == pgid)
+        .map(|(pid, _)| pid)
         .collect()
 }
 
