@@ -32,6 +32,11 @@ if ! python3 -c 'import agent_sandbox.shell, httpx, pydantic' 2>/dev/null; then
   python3 -m pip install -q --disable-pip-version-check httpx pydantic
 fi
 
+# The official MCP client SDK drives `ptyhub mcp` in the tests.
+if ! python3 -c 'import mcp.client.stdio' 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check mcp
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 log=$(mktemp)

@@ -1,6 +1,7 @@
 //! The one `ptyhub` binary: `serve`, the `terminal` client commands over the local socket, and
 //! the hidden `holder` entry that every terminal's holder process runs.
 
+mod mcp;
 mod paths;
 mod terminal_cmd;
 
@@ -42,6 +43,8 @@ enum Command {
     /// Work with terminals through the local server.
     #[command(subcommand)]
     Terminal(terminal_cmd::TerminalCommand),
+    /// Serve MCP on stdio, bridged to the local server (started if none runs).
+    Mcp,
     /// Internal: the per-terminal holder process.
     #[command(hide = true)]
     Holder,
@@ -99,6 +102,12 @@ fn main() -> std::process::ExitCode {
                     .socket
                     .unwrap_or_else(|| paths::runtime_dir().join("server.sock"));
                 terminal_cmd::run(command, &socket).await
+            }
+            Command::Mcp => {
+                let socket = cli
+                    .socket
+                    .unwrap_or_else(|| paths::runtime_dir().join("server.sock"));
+                mcp::run(&socket).await.map(|()| 0)
             }
             Command::Holder => Ok(0),
         }

@@ -5,6 +5,7 @@ mod exec;
 mod jobs;
 mod lifecycle;
 mod limits;
+mod mcp;
 mod observe;
 mod send;
 mod v1_sdk;

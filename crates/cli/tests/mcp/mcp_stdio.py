@@ -1,0 +1,74 @@
+"""Drives `ptyhub mcp` (stdio) with the official Python MCP client SDK.
+
+Run by the Rust integration test `suite::mcp` with PTYHUB_BIN and PTYHUB_SOCKET pointing at the
+binary and a running server's local socket; exits non-zero with the failing check.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+def check(condition, what):
+    if not condition:
+        print(f"FAILED: {what}", file=sys.stderr)
+        sys.exit(1)
+
+
+def is_error(result):
+    # The SDK's 2.x models use snake_case; 1.x used the wire's camelCase.
+    return bool(getattr(result, "is_error", getattr(result, "isError", False)))
+
+
+def payload(result):
+    check(not is_error(result), f"tool failed: {result.content}")
+    return json.loads(result.content[0].text)
+
+
+async def main():
+    server = StdioServerParameters(
+        command=os.environ["PTYHUB_BIN"],
+        args=["--socket", os.environ["PTYHUB_SOCKET"], "mcp"],
+    )
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write) as session:
+            info = await session.initialize()
+            check("wait_reason" in (info.instructions or ""), "instructions explain wait reasons")
+            tools = {tool.name for tool in (await session.list_tools()).tools}
+            expected = {
+                "terminal_open", "terminal_list", "terminal_exec", "terminal_send",
+                "terminal_read", "terminal_signal", "terminal_resize", "terminal_close",
+            }
+            check(expected <= tools, f"tools: {sorted(tools)}")
+
+            opened = payload(await session.call_tool("terminal_open", {"id": "mcp-1", "cwd": "/tmp"}))
+            check(opened["session_id"] == "mcp-1", f"open: {opened}")
+            ran = payload(await session.call_tool("terminal_exec", {"id": "mcp-1", "command": "echo hi; (exit 4)"}))
+            check(ran["output"] == "hi" and ran["exit_code"] == 4, f"exec: {ran}")
+
+            asked = payload(await session.call_tool(
+                "terminal_send",
+                {"id": "mcp-1", "text": "read -p 'Proceed? [Y/n] ' a; echo got=$a", "submit": True},
+            ))
+            check(asked["wait_reason"] == "stdin_read", f"prompt: {asked}")
+            answered = payload(await session.call_tool("terminal_send", {"id": "mcp-1", "text": "y", "submit": True}))
+            check("got=y" in answered["output"], f"answer: {answered}")
+
+            snapshot = payload(await session.call_tool("terminal_read", {"id": "mcp-1", "mode": "snapshot"}))
+            check(any("got=y" in line for line in snapshot["screen"]), f"snapshot: {snapshot}")
+            listed = payload(await session.call_tool("terminal_list", {}))
+            check([s["session_id"] for s in listed["sessions"]] == ["mcp-1"], f"list: {listed}")
+
+            missing = await session.call_tool("terminal_exec", {"id": "nope", "command": "true"})
+            check(is_error(missing) and "SESSION_NOT_FOUND" in missing.content[0].text, f"error: {missing}")
+
+            closed = payload(await session.call_tool("terminal_close", {"id": "mcp-1"}))
+            check(closed["session_id"] == "mcp-1", f"close: {closed}")
+    print("mcp: all checks passed")
+
+
+asyncio.run(main())
