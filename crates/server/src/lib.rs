@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod http_error;
+pub mod mcp;
 pub mod stream;
 pub mod v1;
 pub mod v2;
@@ -72,6 +73,7 @@ impl Server {
     fn router(&self) -> axum::Router<AppState> {
         v2::routes()
             .merge(v1::routes())
+            .nest_service("/mcp", mcp::http_service(self.socket_path.clone()))
             .fallback(http_error::no_route)
             .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
     }

@@ -68,7 +68,31 @@ async def main():
 
             closed = payload(await session.call_tool("terminal_close", {"id": "mcp-1"}))
             check(closed["session_id"] == "mcp-1", f"close: {closed}")
+    await over_http()
     print("mcp: all checks passed")
+
+
+async def over_http():
+    """The same tools over streamable HTTP at /mcp, with the bearer token."""
+    import httpx
+
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    url = f"{os.environ['PTYHUB_URL']}/mcp"
+    token = os.environ["PTYHUB_TOKEN"]
+    client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with client:
+        async with streamable_http_client(url, http_client=client) as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                opened = payload(await session.call_tool("terminal_open", {"id": "mcp-http"}))
+                check(opened["session_id"] == "mcp-http", f"http open: {opened}")
+                ran = payload(await session.call_tool("terminal_exec", {"id": "mcp-http", "command": "echo over-http"}))
+                check(ran["output"] == "over-http", f"http exec: {ran}")
+                payload(await session.call_tool("terminal_close", {"id": "mcp-http"}))
+    denied = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    check(denied.status_code == 401, f"/mcp without a token: {denied.status_code}")
 
 
 asyncio.run(main())

@@ -10,6 +10,8 @@ async fn the_mcp_client_sdk_opens_runs_and_answers_a_prompt() {
         .arg(script)
         .env("PTYHUB_BIN", env!("CARGO_BIN_EXE_ptyhub"))
         .env("PTYHUB_SOCKET", &hub.socket)
+        .env("PTYHUB_URL", format!("http://{}", hub.addr))
+        .env("PTYHUB_TOKEN", &hub.token)
         .output()
         .await
         .unwrap_or_else(|e| panic!("cannot run python3: {e}"));

@@ -1,0 +1,279 @@
+//! MCP tools for terminals, served over stdio by `ptyhub mcp` and over streamable HTTP at
+//! `/mcp`. A thin bridge: every tool is one REST v2 call on the server's local socket, with the
+//! same words and semantics; results are the call's `data` as JSON text, failures carry the
+//! error code and whether retrying can help.
+
+use ptyhub_client::{Client, Method};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+use rmcp::{ServerHandler, tool, tool_handler, tool_router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub const INSTRUCTIONS: &str = "Persistent terminals (real PTY shells) that outlive this conversation. \
+Open a terminal once and keep using its id. Use terminal_exec for shell commands that end: it \
+returns the command's own output and exit code. Use terminal_send for interactive programs \
+(REPLs, installers, password prompts): it types text and returns when the terminal needs you \
+again, with a wait_reason: stdin_read (a program waits for input; is_password_prompt tells a \
+hidden prompt), inferred_idle (quiet and nobody reads: still working), timeout (deadline \
+passed, still running), session_exit (the shell ended). Never poll in a loop: send and exec \
+wait on the server.";
+
+#[derive(Clone)]
+pub struct PtyhubMcp {
+    client: Client,
+    #[allow(dead_code, reason = "read by the tool_handler macro")]
+    tool_router: ToolRouter<Self>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct OpenArgs {
+    /// Optional id to create or reuse (letters, digits, `_.-`). Reusing an id returns the same terminal.
+    id: Option<String>,
+    /// Absolute working directory (default: the home directory).
+    cwd: Option<String>,
+    /// Terminal width in columns (default 120).
+    cols: Option<u16>,
+    /// Terminal height in rows (default 40).
+    rows: Option<u16>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct IdArgs {
+    /// The terminal's id (from terminal_open or terminal_list).
+    id: String,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct ExecArgs {
+    /// The terminal's id.
+    id: String,
+    /// Shell command (multi-line scripts and heredocs are fine).
+    command: String,
+    /// Seconds to wait for it (default: until it ends or prints nothing for 120 s, then ^C). If it is still running after this, status is "running" and it goes on.
+    timeout: Option<f64>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct SendArgs {
+    /// The terminal's id.
+    id: String,
+    /// Text to type; may be empty to just wait. Control keys as escapes, e.g. "\u0003" for Ctrl-C.
+    text: Option<String>,
+    /// Press Enter after the text.
+    submit: Option<bool>,
+    /// Seconds to wait at most (default 30).
+    deadline: Option<f64>,
+    /// Seconds of quiet output, while nothing reads, that count as idle (default 2).
+    idle_window: Option<f64>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct ReadArgs {
+    /// The terminal's id.
+    id: String,
+    /// "snapshot" (the screen now), "observe" (with cursor: only what changed since; without: a snapshot and a cursor), or "scrollback" (older lines).
+    mode: Option<String>,
+    /// For "observe": the cursor from the previous observe.
+    cursor: Option<String>,
+    /// For "scrollback": how many lines above the newest to end at (default 0).
+    offset: Option<usize>,
+    /// For "scrollback": how many lines (default 100, at most 1000).
+    lines: Option<usize>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct SignalArgs {
+    /// The terminal's id.
+    id: String,
+    /// INT, TERM, KILL, HUP, QUIT, TSTP, CONT, WINCH, USR1 or USR2. It goes to the foreground program's whole process group.
+    signal: String,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct ResizeArgs {
+    /// The terminal's id.
+    id: String,
+    cols: u16,
+    rows: u16,
+}
+
+fn path(id: &str, rest: &str) -> String {
+    format!("/v2/pty/sessions/{id}{rest}")
+}
+
+#[tool_router]
+impl PtyhubMcp {
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// One REST call, shaped as a tool result.
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> CallToolResult {
+        match self.client.send(method, path, body.as_ref()).await {
+            Ok(answer) if answer.body["success"] == true => {
+                let data = answer.body.get("data").cloned().unwrap_or(Value::Null);
+                let text = serde_json::to_string_pretty(&data).unwrap_or_default();
+                CallToolResult::success(vec![ContentBlock::text(text)])
+            }
+            Ok(answer) => {
+                let code = answer.body["error"]["code"].as_str().unwrap_or("INTERNAL");
+                let retryable = answer.body["error"]["retryable"].as_bool().unwrap_or(false);
+                let message = answer.body["message"].as_str().unwrap_or("request failed");
+                CallToolResult::error(vec![ContentBlock::text(format!(
+                    "{code}: {message} (retryable: {retryable})"
+                ))])
+            }
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "BACKEND_UNAVAILABLE: {error} (retryable: true)"
+            ))]),
+        }
+    }
+
+    #[tool(
+        description = "Open a persistent terminal (a real bash on a PTY) and return its id. Reusing an id returns that terminal."
+    )]
+    async fn terminal_open(
+        &self,
+        Parameters(a): Parameters<OpenArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let body = json!({ "id": a.id, "cwd": a.cwd, "cols": a.cols, "rows": a.rows });
+        Ok(self
+            .call(Method::POST, "/v2/pty/sessions", Some(body))
+            .await)
+    }
+
+    #[tool(
+        description = "List your live terminals with state, working directory and the command running in each."
+    )]
+    async fn terminal_list(&self) -> Result<CallToolResult, rmcp::ErrorData> {
+        Ok(self.call(Method::GET, "/v2/pty/sessions", None).await)
+    }
+
+    #[tool(
+        description = "Run a shell command in a terminal and wait for it: returns status (completed, running, no_change_timeout, hard_timeout), the command's own output (no prompt or echo; long output keeps its head and tail) and exit_code. cd and export persist. For interactive programs use terminal_send instead."
+    )]
+    async fn terminal_exec(
+        &self,
+        Parameters(a): Parameters<ExecArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let body = json!({ "command": a.command, "timeout": a.timeout });
+        Ok(self
+            .call(Method::POST, &path(&a.id, "/exec"), Some(body))
+            .await)
+    }
+
+    #[tool(
+        description = "Type text into a terminal (optionally pressing Enter) and wait until it needs you again. wait_reason: stdin_read = a program waits for input (answer with another send; is_password_prompt = input is hidden), inferred_idle = no output and nobody reads (still working: send empty text to keep waiting), timeout = deadline passed (still running), session_exit = the shell ended. output = what was printed since."
+    )]
+    async fn terminal_send(
+        &self,
+        Parameters(a): Parameters<SendArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let body = json!({
+            "text": a.text.unwrap_or_default(),
+            "submit": a.submit.unwrap_or(false),
+            "deadline": a.deadline,
+            "idle_window": a.idle_window,
+        });
+        Ok(self
+            .call(Method::POST, &path(&a.id, "/send"), Some(body))
+            .await)
+    }
+
+    #[tool(
+        description = "Read a terminal without changing it: mode snapshot (the visible screen, also of full-screen programs), observe (pass the cursor from the last observe to get only what changed since; an expired cursor means observe again without one), or scrollback (older lines)."
+    )]
+    async fn terminal_read(
+        &self,
+        Parameters(a): Parameters<ReadArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let route = match a.mode.as_deref().unwrap_or("snapshot") {
+            "snapshot" => path(&a.id, "/snapshot"),
+            "observe" => match a.cursor {
+                Some(cursor) => path(&a.id, &format!("/observe?cursor={cursor}")),
+                None => path(&a.id, "/observe"),
+            },
+            "scrollback" => path(
+                &a.id,
+                &format!(
+                    "/scrollback?offset={}&lines={}",
+                    a.offset.unwrap_or(0),
+                    a.lines.unwrap_or(100)
+                ),
+            ),
+            other => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "INVALID_INPUT: unknown mode {other:?}: use snapshot, observe or scrollback (retryable: false)"
+                ))]));
+            }
+        };
+        Ok(self.call(Method::GET, &route, None).await)
+    }
+
+    #[tool(
+        description = "Send a signal (INT to interrupt, TERM, KILL, ...) to the program in the foreground of a terminal; the shell itself stays unless it is the foreground."
+    )]
+    async fn terminal_signal(
+        &self,
+        Parameters(a): Parameters<SignalArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        Ok(self
+            .call(
+                Method::POST,
+                &path(&a.id, "/signal"),
+                Some(json!({ "signal": a.signal })),
+            )
+            .await)
+    }
+
+    #[tool(description = "Resize a terminal (the program sees the new size at once).")]
+    async fn terminal_resize(
+        &self,
+        Parameters(a): Parameters<ResizeArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let body = json!({ "cols": a.cols, "rows": a.rows });
+        Ok(self
+            .call(Method::POST, &path(&a.id, "/resize"), Some(body))
+            .await)
+    }
+
+    #[tool(
+        description = "Close a terminal: every process it started ends; its history stays on disk."
+    )]
+    async fn terminal_close(
+        &self,
+        Parameters(a): Parameters<IdArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        Ok(self.call(Method::DELETE, &path(&a.id, ""), None).await)
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for PtyhubMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+/// The streamable HTTP endpoint (`/mcp`): each MCP session bridges to the server's own socket.
+pub fn http_service(
+    socket: std::path::PathBuf,
+) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+    PtyhubMcp,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    StreamableHttpService::new(
+        move || Ok(PtyhubMcp::new(Client::unix(socket.clone()))),
+        std::sync::Arc::default(),
+        StreamableHttpServerConfig::default(),
+    )
+}
