@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::event::Seq;
 
 /// `{success, message, data}`: the envelope of every successful answer.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Envelope<T> {
     pub success: bool,
     pub message: String,
@@ -25,7 +25,7 @@ impl<T> Envelope<T> {
 }
 
 /// A terminal's lifecycle state (`state` file; seed 001).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TerminalState {
     Created,
@@ -46,7 +46,7 @@ impl TerminalState {
 }
 
 /// The lifecycle of one command (seed 000's statuses).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CommandStatus {
     Running,
@@ -63,7 +63,7 @@ impl CommandStatus {
 }
 
 /// `POST /v2/pty/sessions`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSessionParams {
     /// Client-chosen id; an existing id returns the existing terminal.
@@ -88,7 +88,7 @@ pub struct CreateSessionParams {
 }
 
 /// One terminal as lists and status show it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TerminalInfo {
     pub session_id: String,
     pub agent: String,
@@ -113,7 +113,7 @@ pub struct TerminalInfo {
 }
 
 /// `POST …/exec`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ExecParams {
     pub command: String,
     /// Return at once with status `running`.
@@ -137,7 +137,7 @@ pub struct ExecParams {
 }
 
 /// One finished command in the console history.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ConsoleRecord {
     pub ps1: String,
     pub command: String,
@@ -145,7 +145,7 @@ pub struct ConsoleRecord {
 }
 
 /// The result of exec / wait / screen: one command as it stands.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CommandResult {
     pub session_id: String,
     pub command: Option<String>,
@@ -157,7 +157,7 @@ pub struct CommandResult {
 }
 
 /// `GET …/screen`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ScreenResponse {
     pub session_id: String,
     /// The running command (null between commands).
@@ -184,7 +184,7 @@ pub struct ScreenResponse {
 }
 
 /// `POST …/input`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InputParams {
     pub input: String,
@@ -193,14 +193,14 @@ pub struct InputParams {
 }
 
 /// `POST …/wait`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WaitParams {
     #[serde(default)]
     pub seconds: Option<f64>,
 }
 
 /// `POST …/resize`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResizeParams {
     pub cols: u16,
@@ -208,7 +208,7 @@ pub struct ResizeParams {
 }
 
 /// `GET …/events?after_seq=&limit=`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EventsResponse {
     pub session_id: String,
     pub events: Vec<serde_json::Value>,
@@ -219,7 +219,7 @@ pub struct EventsResponse {
 }
 
 /// `DELETE …/{id}`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CloseResponse {
     pub session_id: String,
     pub exit_code: Option<i32>,
@@ -227,7 +227,7 @@ pub struct CloseResponse {
 }
 
 /// `POST …/send` (seed 002): write text, then wait until the terminal needs something.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendParams {
     /// Text to type (escape sequences and control characters included).
@@ -245,7 +245,7 @@ pub struct SendParams {
 }
 
 /// Why a send returned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WaitReason {
     /// A process of the foreground group is blocked reading the terminal (from `/proc`).
@@ -259,7 +259,7 @@ pub enum WaitReason {
 }
 
 /// The answer of `send`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SendResponse {
     pub session_id: String,
     pub wait_reason: WaitReason,
@@ -277,7 +277,7 @@ pub struct SendResponse {
 }
 
 /// `POST …/signal`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignalParams {
     /// INT, TERM, KILL, HUP, QUIT, TSTP, CONT, WINCH, USR1 or USR2 (a `SIG` prefix is fine).
@@ -285,7 +285,7 @@ pub struct SignalParams {
 }
 
 /// The answer of `signal`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SignalResponse {
     pub session_id: String,
     pub signal: String,
@@ -296,7 +296,7 @@ pub struct SignalResponse {
 }
 
 /// `GET …/observe`: a snapshot (no cursor) or what changed since a cursor.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ObserveResponse {
     Snapshot {
@@ -316,7 +316,7 @@ pub enum ObserveResponse {
 }
 
 /// `GET …/snapshot`: the terminal as a person would see it now.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Snapshot {
     pub screen: Vec<String>,
     pub cols: u16,
@@ -330,7 +330,7 @@ pub struct Snapshot {
 }
 
 /// `GET …/scrollback?offset=&lines=`: rendered lines, newest-relative.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ScrollbackResponse {
     pub session_id: String,
     /// Oldest first; the last one is `offset` lines above the newest line.
@@ -342,7 +342,7 @@ pub struct ScrollbackResponse {
 }
 
 /// `POST …/jobs`: run a command without waiting (seed 003's `execute`).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobParams {
     pub command: String,
@@ -352,7 +352,7 @@ pub struct JobParams {
 }
 
 /// A job's lifecycle (seed 003).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum JobState {
     Running,
@@ -370,7 +370,7 @@ pub enum JobState {
 }
 
 /// One job as it stands.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobResponse {
     pub job_id: String,
     pub session_id: String,
@@ -382,7 +382,7 @@ pub struct JobResponse {
 }
 
 /// `POST …/jobs/{job}/await`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AwaitParams {
     /// Seconds to wait at most (default 30); the job goes on after it.

@@ -8,7 +8,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// A machine-readable error code. Clients match on these; they never change meaning.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
 pub enum ErrorCode {
@@ -135,14 +135,14 @@ impl ApiError {
 }
 
 /// The JSON body of every failed request.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Clone, Debug, Serialize, Deserialize)]
 pub struct ErrorBody {
     pub success: bool,
     pub message: String,
     pub error: ErrorDetail,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Clone, Debug, Serialize, Deserialize)]
 pub struct ErrorDetail {
     pub code: ErrorCode,
     pub retryable: bool,

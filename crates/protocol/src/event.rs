@@ -12,7 +12,18 @@ use serde::{Deserialize, Serialize};
 /// A position in a terminal's event log: the `seq` of the last event a reader has seen.
 /// `Seq(0)` means "before the first event".
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    utoipa::ToSchema,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
 )]
 #[serde(transparent)]
 pub struct Seq(pub u64);

@@ -110,7 +110,7 @@ impl fmt::Display for Name {
 }
 
 /// A terminal size in character cells.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TermSize {
     pub cols: u16,
     pub rows: u16,

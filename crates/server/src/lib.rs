@@ -72,6 +72,7 @@ impl Server {
 
     fn router(&self) -> axum::Router<AppState> {
         v2::routes()
+            .route("/openapi.json", axum::routing::get(openapi_json))
             .merge(v1::routes())
             .nest_service("/mcp", mcp::http_service(self.socket_path.clone()))
             .fallback(http_error::no_route)
@@ -111,4 +112,25 @@ impl Server {
         let _ = std::fs::remove_file(&self.socket_path);
         outcome.map(|_| ())
     }
+}
+
+/// The OpenAPI 3.1 description of REST v1 and v2, generated from the handlers.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    use utoipa::OpenApi as _;
+    let mut doc = v2::V2Doc::openapi();
+    doc.merge(v1::V1Doc::openapi());
+    doc.info = utoipa::openapi::InfoBuilder::new()
+        .title("ptyhub")
+        .version(env!("CARGO_PKG_VERSION"))
+        .description(Some(
+            "Persistent terminals for AI agents. Every answer is wrapped in {success, message, data}; \
+             errors are {success: false, message, error: {code, retryable}}. v1 is compatible with \
+             the agent-sandbox 0.0.30 SDK.",
+        ))
+        .build();
+    doc
+}
+
+async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
+    axum::Json(openapi())
 }

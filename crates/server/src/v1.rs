@@ -59,7 +59,7 @@ fn ok<T>(message: &str, data: T) -> Answer<T> {
     Ok(Json(Envelope::ok(message, data)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct CreateParams {
     #[serde(default)]
     id: Option<String>,
@@ -71,7 +71,7 @@ struct CreateParams {
     preserve_symlinks: Option<bool>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct CreateResponse {
     session_id: String,
     working_dir: String,
@@ -123,6 +123,7 @@ async fn find_or_create(
     Ok((handle.info().await?.session_id, is_new))
 }
 
+#[utoipa::path(post, path = "/v1/shell/sessions/create", tag = "v1", operation_id = "v1_create", request_body = CreateParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = CreateResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -159,7 +160,7 @@ async fn create(
     )
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct ExecV1Params {
     command: String,
     #[serde(default)]
@@ -182,6 +183,7 @@ struct ExecV1Params {
     truncate: Option<bool>,
 }
 
+#[utoipa::path(post, path = "/v1/shell/exec", tag = "v1", operation_id = "v1_exec", request_body = ExecV1Params, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn exec(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -221,12 +223,12 @@ async fn exec(
     Ok(Json(Envelope::ok("Command executed", result)).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct IdParams {
     id: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ViewResponse {
     output: String,
     session_id: String,
@@ -236,6 +238,7 @@ struct ViewResponse {
     exit_code: Option<i32>,
 }
 
+#[utoipa::path(post, path = "/v1/shell/view", tag = "v1", operation_id = "v1_view", request_body = IdParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn view(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -272,7 +275,7 @@ async fn view_of(handle: &ptyhub_core::terminal::TerminalHandle) -> Result<ViewR
     })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct WaitParams {
     id: String,
     #[serde(default)]
@@ -281,11 +284,12 @@ struct WaitParams {
     max_wait_seconds: Option<f64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct StatusResponse {
     status: CommandStatus,
 }
 
+#[utoipa::path(post, path = "/v1/shell/wait", tag = "v1", operation_id = "v1_wait", request_body = WaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = StatusResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn wait(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -320,7 +324,7 @@ async fn wait(
     )
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct WriteParams {
     id: String,
     input: String,
@@ -328,6 +332,7 @@ struct WriteParams {
     press_enter: bool,
 }
 
+#[utoipa::path(post, path = "/v1/shell/write", tag = "v1", operation_id = "v1_write", request_body = WriteParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = StatusResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn write(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -353,7 +358,7 @@ async fn write(
     )
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct KillResponse {
     status: CommandStatus,
     exit_code: Option<i32>,
@@ -361,6 +366,7 @@ struct KillResponse {
 }
 
 /// Ends the command's whole process tree and closes the session (seed 000); its history stays.
+#[utoipa::path(post, path = "/v1/shell/kill", tag = "v1", operation_id = "v1_kill", request_body = IdParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = KillResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn kill(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -393,7 +399,7 @@ async fn kill(
     )
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct SessionInfo {
     working_dir: String,
     created_at: String,
@@ -403,11 +409,12 @@ struct SessionInfo {
     current_command: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct SessionsResponse {
     sessions: std::collections::BTreeMap<String, SessionInfo>,
 }
 
+#[utoipa::path(get, path = "/v1/shell/sessions", tag = "v1", operation_id = "v1_list", responses((status = 200, description = "inside the {success, message, data} envelope", body = SessionsResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -441,6 +448,7 @@ async fn list(
     ok("Sessions listed", SessionsResponse { sessions })
 }
 
+#[utoipa::path(delete, path = "/v1/shell/sessions/{id}", tag = "v1", operation_id = "v1_cleanup", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn cleanup(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -458,13 +466,14 @@ async fn cleanup(
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct UpdateParams {
     id: String,
     #[serde(default)]
     no_change_timeout: Option<f64>,
 }
 
+#[utoipa::path(post, path = "/v1/shell/sessions/update", tag = "v1", operation_id = "v1_update", request_body = UpdateParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn update(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -483,7 +492,7 @@ async fn update(
     )
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct StatsResponse {
     total_sessions: usize,
     active_sessions: usize,
@@ -493,6 +502,7 @@ struct StatsResponse {
     usage_ratio: f64,
 }
 
+#[utoipa::path(get, path = "/v1/shell/sessions/stats", tag = "v1", operation_id = "v1_stats", responses((status = 200, description = "inside the {success, message, data} envelope", body = StatsResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn stats(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -513,6 +523,7 @@ async fn stats(
 }
 
 /// Closes every live terminal of the caller.
+#[utoipa::path(delete, path = "/v1/shell/sessions", tag = "v1", operation_id = "v1_cleanup_all", responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn cleanup_all(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -535,13 +546,14 @@ async fn cleanup_all(
     )
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct UrlQuery {
     #[serde(default)]
     session_id: Option<String>,
 }
 
 /// A link to the terminal's web page; without `session_id`, a new terminal's.
+#[utoipa::path(get, path = "/v1/shell/terminal-url", tag = "v1", operation_id = "v1_terminal_url", responses((status = 200, description = "inside the {success, message, data} envelope", body = String), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn terminal_url(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -576,6 +588,7 @@ async fn terminal_url(
 }
 
 /// What this server's terminals can do (seed 000: `exec.pty` for a POSIX shell).
+#[utoipa::path(get, path = "/v1/capabilities", tag = "v1", operation_id = "v1_capabilities", responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn capabilities(State(_state): State<AppState>) -> Answer<serde_json::Value> {
     let shell = ptyhub_core::registry::default_shell().unwrap_or_default();
     ok(
@@ -624,3 +637,22 @@ mod tests {
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
     }
 }
+
+/// The OpenAPI description of these routes, generated from the handlers above.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    create,
+    exec,
+    view,
+    wait,
+    write,
+    kill,
+    list,
+    cleanup,
+    update,
+    stats,
+    cleanup_all,
+    terminal_url,
+    capabilities
+))]
+pub struct V1Doc;

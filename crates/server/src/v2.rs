@@ -66,6 +66,7 @@ fn ok<T>(message: &str, data: T) -> Answer<T> {
     Ok(Json(Envelope::ok(message, data)))
 }
 
+#[utoipa::path(post, path = "/v2/pty/sessions", tag = "v2", operation_id = "v2_create", request_body = CreateSessionParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -98,18 +99,19 @@ async fn create(
     Ok((code, Json(Envelope::ok(message, info))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ListQuery {
     #[serde(default)]
     include_closed: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ListResponse {
     sessions: Vec<TerminalInfo>,
 }
 
+#[utoipa::path(get, path = "/v2/pty/sessions", tag = "v2", operation_id = "v2_list", responses((status = 200, description = "inside the {success, message, data} envelope", body = ListResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -123,6 +125,7 @@ async fn list(
     ok("Sessions listed", ListResponse { sessions })
 }
 
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}", tag = "v2", operation_id = "v2_status", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = TerminalInfo), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn status(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -134,6 +137,7 @@ async fn status(
 }
 
 /// Closing a gone id is not a failure (seed 000): 200 with `success: false`.
+#[utoipa::path(delete, path = "/v2/pty/sessions/{id}", tag = "v2", operation_id = "v2_close", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn close(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -261,6 +265,7 @@ pub async fn run_exec(
     Ok(submitted.finish(result))
 }
 
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/exec", tag = "v2", operation_id = "v2_exec", params(("id" = String, Path, description = "the terminal id")), request_body = ExecParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn exec(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -300,6 +305,7 @@ pub async fn stream_exec(
     Ok(crate::stream::command_events(handle, limit, finish))
 }
 
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/screen", tag = "v2", operation_id = "v2_screen", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ScreenResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn screen(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -310,6 +316,7 @@ async fn screen(
     ok("Screen read", handle.screen().await?)
 }
 
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/input", tag = "v2", operation_id = "v2_input", params(("id" = String, Path, description = "the terminal id")), request_body = InputParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn input(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -333,6 +340,7 @@ async fn input(
     )
 }
 
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/wait", tag = "v2", operation_id = "v2_wait", params(("id" = String, Path, description = "the terminal id")), request_body = WaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = CommandResult), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn wait(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -350,6 +358,7 @@ async fn wait(
     )
 }
 
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/resize", tag = "v2", operation_id = "v2_resize", params(("id" = String, Path, description = "the terminal id")), request_body = ResizeParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = TermSize), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn resize(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -363,7 +372,7 @@ async fn resize(
     ok("Session resized", size)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct EventsQuery {
     #[serde(default)]
@@ -372,6 +381,7 @@ struct EventsQuery {
     limit: Option<usize>,
 }
 
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/events", tag = "v2", operation_id = "v2_events", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = EventsResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn events(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -393,6 +403,7 @@ const SEND_DEADLINE_MAX: Duration = Duration::from_secs(600);
 /// Default idle window of `send`.
 const SEND_IDLE_DEFAULT: Duration = Duration::from_secs(2);
 
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/send", tag = "v2", operation_id = "v2_send", params(("id" = String, Path, description = "the terminal id")), request_body = SendParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = SendResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn send(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -423,6 +434,7 @@ async fn send(
     )
 }
 
+#[utoipa::path(get, path = "/v2/version", tag = "v2", operation_id = "v2_version", responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn version() -> Json<Envelope<serde_json::Value>> {
     Json(Envelope::ok(
         "Version",
@@ -430,6 +442,7 @@ async fn version() -> Json<Envelope<serde_json::Value>> {
     ))
 }
 
+#[utoipa::path(get, path = "/v2/backends", tag = "v2", operation_id = "v2_backends", responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn backends() -> Json<Envelope<serde_json::Value>> {
     let shell = ptyhub_core::registry::default_shell();
     let status = if shell.is_some() { "ready" } else { "failed" };
@@ -439,6 +452,7 @@ async fn backends() -> Json<Envelope<serde_json::Value>> {
     ))
 }
 
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/signal", tag = "v2", operation_id = "v2_signal", params(("id" = String, Path, description = "the terminal id")), request_body = SignalParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = SignalResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn signal(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -453,6 +467,7 @@ async fn signal(
     )
 }
 
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/snapshot", tag = "v2", operation_id = "v2_snapshot", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::Snapshot), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn snapshot(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -464,13 +479,14 @@ async fn snapshot(
     ok("Snapshot", snapshot)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ObserveQuery {
     #[serde(default)]
     cursor: Option<String>,
 }
 
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/observe", tag = "v2", operation_id = "v2_observe", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::ObserveResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn observe(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -485,7 +501,7 @@ async fn observe(
     )
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ScrollbackQuery {
     #[serde(default)]
@@ -494,6 +510,7 @@ struct ScrollbackQuery {
     lines: Option<usize>,
 }
 
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/scrollback", tag = "v2", operation_id = "v2_scrollback", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::ScrollbackResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn scrollback(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -514,6 +531,7 @@ async fn scrollback(
 use ptyhub_core::terminal::jobs;
 use ptyhub_protocol::api::{AwaitParams, JobParams, JobResponse};
 
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs", tag = "v2", operation_id = "v2_job_start", params(("id" = String, Path, description = "the terminal id")), request_body = JobParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn job_start(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -532,6 +550,7 @@ async fn job_start(
     )
 }
 
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/jobs/{job}", tag = "v2", operation_id = "v2_job_get", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn job_get(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -542,6 +561,7 @@ async fn job_get(
     ok("Job", jobs::get(&handle, &job).await?)
 }
 
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs/{job}/cancel", tag = "v2", operation_id = "v2_job_cancel", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn job_cancel(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -552,6 +572,7 @@ async fn job_cancel(
     ok("Job cancelling", jobs::cancel(&handle, &job).await?)
 }
 
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs/{job}/await", tag = "v2", operation_id = "v2_job_await", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), request_body = AwaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn job_await(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -567,6 +588,7 @@ async fn job_await(
 }
 
 /// Stops the running job; the terminal lives on.
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/stop", tag = "v2", operation_id = "v2_stop", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn stop(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -580,3 +602,12 @@ async fn stop(
         jobs::get(&handle, &jobs::job_id(job)).await?,
     )
 }
+
+/// The OpenAPI description of these routes, generated from the handlers above.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    create, list, status, close, exec, screen, input, wait, resize, events, send, version,
+    backends, signal, snapshot, observe, scrollback, job_start, job_get, job_cancel, job_await,
+    stop
+))]
+pub struct V2Doc;

@@ -1,6 +1,7 @@
 mod bad_input;
 mod cli;
 mod crash;
+mod discovery;
 mod exec;
 mod jobs;
 mod lifecycle;
