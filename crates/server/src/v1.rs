@@ -454,16 +454,10 @@ async fn cleanup(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<axum::response::Response, HttpError> {
-    use axum::response::IntoResponse;
     principal.require(Capability::Kill).map_err(v1_error)?;
-    match state.registry.close(&principal.owner, &id).await {
-        Ok(closed) => Ok(Json(Envelope::ok("Session cleaned up", closed)).into_response()),
-        // Closing a gone id is not a failure (seed 000).
-        Err(error) if error.code == ErrorCode::SessionNotFound => {
-            Ok((StatusCode::OK, Json(error.to_body())).into_response())
-        }
-        Err(error) => Err(v1_error(error)),
-    }
+    crate::v2::close_answer(&state, &principal, &id, "Session cleaned up")
+        .await
+        .map_err(v1_error)
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]

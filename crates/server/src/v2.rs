@@ -136,23 +136,33 @@ async fn status(
     ok("Session found", handle.info().await?)
 }
 
-/// Closing a gone id is not a failure (seed 000): 200 with `success: false`.
 #[utoipa::path(delete, path = "/v2/pty/sessions/{id}", tag = "v2", operation_id = "v2_close", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn close(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<axum::response::Response, HttpError> {
-    use axum::response::IntoResponse;
     principal.require(Capability::Kill)?;
-    match state.registry.close(&principal.owner, &id).await {
-        Ok(closed) => {
-            Ok(Json(Envelope::<CloseResponse>::ok("Session closed", closed)).into_response())
-        }
+    close_answer(&state, &principal, &id, "Session closed")
+        .await
+        .map_err(HttpError::from)
+}
+
+/// Closes a terminal for v1 and v2 alike. Closing a gone id is not a failure (seed 000): it
+/// answers 200 with `success: false`; other failures are returned for the caller to map.
+pub async fn close_answer(
+    state: &AppState,
+    principal: &Principal,
+    id: &str,
+    message: &str,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    match state.registry.close(&principal.owner, id).await {
+        Ok(closed) => Ok(Json(Envelope::<CloseResponse>::ok(message, closed)).into_response()),
         Err(error) if error.code == ErrorCode::SessionNotFound => {
             Ok((StatusCode::OK, Json(error.to_body())).into_response())
         }
-        Err(error) => Err(error.into()),
+        Err(error) => Err(error),
     }
 }
 

@@ -69,3 +69,20 @@ pub async fn post(client: &Client, path: &str, body: Value) -> ptyhub_client::An
         .await
         .unwrap_or_else(|e| panic!("POST {path}: {e}"))
 }
+
+/// Runs a Python client script of `tests/` with `env`; fails the test with its output.
+pub async fn run_python(script: &str, env: &[(&str, String)], install_hint: &str) {
+    let path = format!("{}/tests/{script}", env!("CARGO_MANIFEST_DIR"));
+    let output = tokio::process::Command::new("python3")
+        .arg(&path)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("cannot run python3: {e}"));
+    assert!(
+        output.status.success(),
+        "{script} failed ({install_hint})\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
