@@ -172,6 +172,80 @@ pub fn parse_seq_prefix(line: &[u8]) -> Option<Seq> {
     text.parse().ok().map(Seq)
 }
 
+/// A reader of a terminal's event log from its own position, for readers other than the
+/// holder (the server's replay, live connections catching up). It reads whole lines only, so
+/// it may run while the holder appends.
+pub struct LogReader {
+    path: std::path::PathBuf,
+    file: Option<File>,
+    offset: u64,
+    last: Seq,
+    buf: Vec<u8>,
+}
+
+impl LogReader {
+    /// A reader of the log in the terminal directory `dir` that returns events after `after`.
+    pub fn new(dir: &Path, after: Seq) -> Self {
+        Self {
+            path: dir.join(crate::state_dir::EVENTS_FILE),
+            file: None,
+            offset: 0,
+            last: after,
+            buf: Vec::new(),
+        }
+    }
+
+    /// The `seq` of the last event returned (or the starting point).
+    pub fn last_seq(&self) -> Seq {
+        self.last
+    }
+
+    /// Appends to `out` the next events, reading about `max_bytes` of log at most (one whole
+    /// line at least), and returns how many it appended; 0 means there is nothing more now.
+    pub fn read(&mut self, max_bytes: usize, out: &mut Vec<Event>) -> io::Result<usize> {
+        if self.file.is_none() {
+            self.file = Some(File::open(&self.path)?);
+        }
+        let Some(file) = self.file.as_ref() else {
+            return Ok(0);
+        };
+        let before = out.len();
+        loop {
+            self.buf.resize(max_bytes.max(4096), 0);
+            let n = file.read_at(&mut self.buf, self.offset)?;
+            let is_at_end = n < self.buf.len();
+            let whole = match self.buf[..n].iter().rposition(|&b| b == b'\n') {
+                Some(last_nl) => last_nl + 1,
+                None if n == self.buf.len() => {
+                    // One line longer than the buffer: read it whole.
+                    let mut line = Vec::new();
+                    let mut file = file;
+                    file.seek(SeekFrom::Start(self.offset))?;
+                    io::BufRead::read_until(&mut io::BufReader::new(file), b'\n', &mut line)?;
+                    if line.last() != Some(&b'\n') {
+                        return Ok(out.len() - before);
+                    }
+                    self.buf = line;
+                    self.buf.len()
+                }
+                None => return Ok(out.len() - before),
+            };
+            self.offset += whole as u64;
+            for line in self.buf[..whole].split(|&b| b == b'\n') {
+                if parse_seq_prefix(line).is_some_and(|seq| seq > self.last)
+                    && let Ok(event) = Event::from_json_line(line)
+                {
+                    self.last = event.seq;
+                    out.push(event);
+                }
+            }
+            if out.len() > before || is_at_end {
+                return Ok(out.len() - before);
+            }
+        }
+    }
+}
+
 /// Reads a whole log file into events (for a server replaying a terminal with no holder).
 pub fn read_events(path: &Path, after: Seq, mut each: impl FnMut(Event)) -> io::Result<()> {
     let mut file = File::open(path)?;
@@ -220,6 +294,30 @@ mod tests {
         let mut seqs = Vec::new();
         read_events(&path, Seq::ZERO, |e| seqs.push(e.seq.0))?;
         assert_eq!(seqs, vec![1, 2, 3]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_reader_follows_the_log_in_bounded_steps_from_any_seq() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut log = EventLog::open(&dir.path().join(crate::state_dir::EVENTS_FILE))?;
+        for i in 0..50 {
+            log.append(output(&format!("{i:03}").repeat(100)))?;
+        }
+        let mut reader = LogReader::new(dir.path(), Seq(9));
+        let mut events = Vec::new();
+        while reader.read(1000, &mut events)? > 0 {}
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq.0).collect();
+        assert_eq!(seqs, (10..=50).collect::<Vec<_>>());
+        log.append(output(&"y".repeat(20_000)))?;
+        events.clear();
+        assert_eq!(
+            reader.read(1000, &mut events)?,
+            1,
+            "a line longer than the step"
+        );
+        assert_eq!(reader.last_seq(), Seq(51));
+        assert_eq!(reader.read(1000, &mut events)?, 0);
         Ok(())
     }
 
