@@ -159,18 +159,82 @@ impl Client {
                 body: format!("{e}: {}", answer.body),
             });
         }
-        let code = answer
-            .body
-            .pointer("/error/code")
-            .and_then(|c| serde_json::from_value::<ErrorCode>(c.clone()).ok());
-        let message = answer.body.get("message").and_then(Value::as_str);
-        match (code, message) {
-            (Some(code), Some(message)) => Err(ClientError::Api(ApiError::new(code, message))),
-            _ => Err(ClientError::Unexpected {
-                status: answer.status,
-                body: answer.body.to_string(),
-            }),
+        Err(api_error(answer.status, &answer.body))
+    }
+}
+
+/// A byte stream to the server, over either transport.
+pub trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// A live connection (docs/websocket.md).
+pub type LiveSocket = tokio_tungstenite::WebSocketStream<Box<dyn Io>>;
+pub use tokio_tungstenite::tungstenite::Message as LiveMessage;
+
+impl Client {
+    /// Opens a WebSocket on `path_and_query` (e.g. `/v2/pty/sessions/t-1/ws?mode=watch`). A
+    /// refusal before the upgrade comes back as the server's error.
+    pub async fn websocket(&self, path_and_query: &str) -> Result<LiveSocket, ClientError> {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+        let (stream, host, token): (Box<dyn Io>, String, Option<&str>) = match &self.target {
+            Target::Unix(path) => {
+                let stream = tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(|source| ClientError::Connect {
+                        target: path.display().to_string(),
+                        source,
+                    })?;
+                (Box::new(stream), "localhost".to_owned(), None)
+            }
+            Target::Tcp { addr, token } => {
+                let stream = tokio::net::TcpStream::connect(addr)
+                    .await
+                    .map_err(|source| ClientError::Connect {
+                        target: addr.clone(),
+                        source,
+                    })?;
+                let _ = stream.set_nodelay(true);
+                (Box::new(stream), addr.clone(), Some(token.as_str()))
+            }
+        };
+        let mut request = format!("ws://{host}{path_and_query}")
+            .into_client_request()
+            .map_err(|e| ClientError::Http(e.to_string()))?;
+        if let Some(token) = token
+            && let Ok(value) = http::HeaderValue::from_str(&format!("Bearer {token}"))
+        {
+            request
+                .headers_mut()
+                .insert(http::header::AUTHORIZATION, value);
         }
+        match tokio_tungstenite::client_async(request, stream).await {
+            Ok((socket, _)) => Ok(socket),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                let status = response.status().as_u16();
+                let body: Value = response
+                    .body()
+                    .as_deref()
+                    .and_then(|b| serde_json::from_slice(b).ok())
+                    .unwrap_or(Value::Null);
+                Err(api_error(status, &body))
+            }
+            Err(error) => Err(ClientError::Http(error.to_string())),
+        }
+    }
+}
+
+/// The server's error in an answer's body.
+fn api_error(status: u16, body: &Value) -> ClientError {
+    let code = body
+        .pointer("/error/code")
+        .and_then(|c| serde_json::from_value::<ErrorCode>(c.clone()).ok());
+    let message = body.get("message").and_then(Value::as_str);
+    match (code, message) {
+        (Some(code), Some(message)) => ClientError::Api(ApiError::new(code, message)),
+        _ => ClientError::Unexpected {
+            status,
+            body: body.to_string(),
+        },
     }
 }
 

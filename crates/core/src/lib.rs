@@ -9,11 +9,14 @@
 //! - [`screen`]: the VT screen (avt) with stateful UTF-8 decoding;
 //! - [`terminal`]: the server-side actor per terminal and its [`terminal::TerminalHandle`];
 //! - [`registry`]: the set of terminals, creation, discovery after a restart, owners;
-//! - [`process`]: facts read from `/proc`.
+//! - [`process`]: facts read from `/proc`;
+//! - [`queries`]: terminal queries in output and their answers in input (one answer reaches
+//!   the program).
 
 pub mod holder;
 pub mod plain_text;
 pub mod process;
+pub mod queries;
 pub mod registry;
 pub mod screen;
 pub mod screen_worker;

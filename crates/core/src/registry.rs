@@ -192,7 +192,7 @@ impl Registry {
     }
 
     /// Makes room for one more live terminal: closes the least recently used terminal that
-    /// runs no command, or fails with `LIMIT_EXCEEDED`.
+    /// runs no command and has no live connection, or fails with `LIMIT_EXCEEDED`.
     async fn make_room(&self) -> Result<(), ApiError> {
         let mut candidates: Vec<(Instant, String, TerminalId, TerminalHandle)> = {
             let entries = self.entries.lock().await;
@@ -207,10 +207,12 @@ impl Registry {
         };
         candidates.sort_by_key(|c| c.0);
         for (_, owner, id, handle) in candidates {
-            let is_busy = handle
-                .info()
-                .await
-                .is_ok_and(|info| info.running_command.is_some());
+            // A live connection (a person watching, an agent's relay) keeps a terminal.
+            let is_busy = handle.live_connections() > 0
+                || handle
+                    .info()
+                    .await
+                    .is_ok_and(|info| info.running_command.is_some());
             if !is_busy {
                 tracing::info!(%id, "closing the least recently used terminal to make room");
                 return self.close(&owner, id.as_str()).await.map(|_| ());
@@ -219,14 +221,14 @@ impl Registry {
         Err(ApiError::new(
             ErrorCode::LimitExceeded,
             format!(
-                "at most {} live terminals, and every one runs a command; close one first",
+                "at most {} live terminals, and every one runs a command or has a live connection; close one first",
                 self.config.limits.max_live
             ),
         ))
     }
 
-    /// Closes every live terminal unused (no request, no output, no running command) for the
-    /// idle limit.
+    /// Closes every live terminal unused (no request, no output, no running command, no live
+    /// connection) for the idle limit.
     pub async fn close_idle(&self) -> usize {
         let limit = self.config.limits.idle_close;
         let candidates: Vec<(String, TerminalId, TerminalHandle)> = {
@@ -240,11 +242,13 @@ impl Registry {
         let now = state_dir::unix_now();
         let mut closed = 0;
         for (owner, id, handle) in candidates {
-            // A running command is work in progress, never idle.
-            let is_in_use = handle.info().await.is_ok_and(|info| {
-                info.running_command.is_some()
-                    || now.saturating_sub(info.last_activity) < limit.as_secs()
-            });
+            // A running command is work in progress, and a terminal someone is connected to
+            // is in use: neither is idle.
+            let is_in_use = handle.live_connections() > 0
+                || handle.info().await.is_ok_and(|info| {
+                    info.running_command.is_some()
+                        || now.saturating_sub(info.last_activity) < limit.as_secs()
+                });
             if !is_in_use && self.close(&owner, id.as_str()).await.is_ok() {
                 tracing::info!(%id, "closed an idle terminal");
                 closed += 1;

@@ -109,6 +109,12 @@ impl Screen {
         }
     }
 
+    /// The cursor's `(row, col)`, 0-based.
+    pub fn cursor(&self) -> (usize, usize) {
+        let cursor = self.vt.cursor();
+        (cursor.row, cursor.col)
+    }
+
     /// Every rendered line, scrollback first, trailing spaces trimmed.
     pub fn all_lines(&self) -> Vec<String> {
         self.vt

@@ -9,6 +9,7 @@ pub mod mcp;
 pub mod stream;
 pub mod v1;
 pub mod v2;
+pub mod ws;
 
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -74,6 +75,7 @@ impl Server {
         v2::routes()
             .route("/openapi.json", axum::routing::get(openapi_json))
             .merge(v1::routes())
+            .merge(ws::routes())
             .nest_service("/mcp", mcp::http_service(self.socket_path.clone()))
             .fallback(http_error::no_route)
             .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))

@@ -10,6 +10,7 @@ mod mcp;
 mod observe;
 mod send;
 mod v1_sdk;
+mod ws;
 
 use ptyhub_client::{Client, Method};
 use ptyhub_test_support::{Ptyhub, data};

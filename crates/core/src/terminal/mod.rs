@@ -16,6 +16,7 @@
 
 pub mod jobs;
 mod link;
+pub mod live;
 pub mod observe;
 pub mod send;
 pub mod signal;
@@ -33,11 +34,13 @@ use ptyhub_protocol::holder::{HolderLine, HolderMessage, HolderRequest};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::holder::log::read_events;
+use crate::queries::{Query, QueryScanner};
 use crate::screen_worker::SharedScreen;
 use crate::shell::ShellKind;
 use crate::state_dir::{self, EVENTS_FILE, TerminalMeta};
 use crate::tracker::{CommandTracker, ShellPhase, TrackerEvent};
 pub use link::{HolderLines, HolderLink};
+use live::LiveEvent;
 
 /// Requests queued per terminal; senders wait when it is full.
 const REQUESTS_QUEUED: usize = 64;
@@ -109,6 +112,8 @@ pub struct TerminalHandle {
     seq: watch::Receiver<Seq>,
     /// Held by the one `send` a terminal allows at a time.
     send_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// Where live connections meet the actor's events.
+    live: std::sync::Arc<live::Hub>,
 }
 
 impl TerminalHandle {
@@ -117,12 +122,14 @@ impl TerminalHandle {
     pub fn spawn(dir: PathBuf, meta: TerminalMeta) -> Self {
         let (tx, rx) = mpsc::channel(REQUESTS_QUEUED);
         let (seq_tx, seq) = watch::channel(Seq::ZERO);
-        let actor = Actor::new(dir, meta, seq_tx);
+        let live = std::sync::Arc::new(live::Hub::default());
+        let actor = Actor::new(dir, meta, seq_tx, std::sync::Arc::clone(&live));
         tokio::spawn(actor.run(rx));
         Self {
             tx,
             seq,
             send_lock: std::sync::Arc::default(),
+            live,
         }
     }
 
@@ -272,10 +279,19 @@ struct Actor {
     finished: VecDeque<(u64, CommandResult)>,
     /// Commands a client asked to cancel.
     cancelled: std::collections::HashSet<u64>,
+    live: std::sync::Arc<live::Hub>,
+    queries: QueryScanner,
+    /// Answers to terminal queries ptyhub gives itself (no writer is connected), to be sent.
+    query_answers: Vec<u8>,
 }
 
 impl Actor {
-    fn new(dir: PathBuf, meta: TerminalMeta, seq_tx: watch::Sender<Seq>) -> Self {
+    fn new(
+        dir: PathBuf,
+        meta: TerminalMeta,
+        seq_tx: watch::Sender<Seq>,
+        live: std::sync::Arc<live::Hub>,
+    ) -> Self {
         Self {
             kind: ShellKind::parse(&meta.shell),
             screen: SharedScreen::new(&dir.join(EVENTS_FILE), meta.cols, meta.rows),
@@ -299,6 +315,9 @@ impl Actor {
             input_acks: VecDeque::new(),
             finished: VecDeque::new(),
             cancelled: std::collections::HashSet::new(),
+            live,
+            queries: QueryScanner::default(),
+            query_answers: Vec::new(),
         }
     }
 
@@ -409,6 +428,10 @@ impl Actor {
             }
             HolderLine::Message(_) => {}
         }
+        if !self.query_answers.is_empty() {
+            let answers = std::mem::take(&mut self.query_answers);
+            let _ = self.write_input(&answers, None).await;
+        }
         self.submit_pending_when_ready(false).await;
     }
 
@@ -429,16 +452,23 @@ impl Actor {
             return;
         }
         self.last_seq = seq;
-        match kind {
+        let mut queries = Vec::new();
+        let published = match kind {
             EventKind::Output { data } => {
                 let events = self.tracker.feed(&data);
                 self.last_output_at = Instant::now();
                 self.last_activity = ts as u64;
                 self.notify(&events);
+                self.queries.feed(&data, |query| queries.push(query));
+                LiveEvent::Output {
+                    seq,
+                    data: bytes::Bytes::from(data),
+                }
             }
             EventKind::Resize { cols, rows } => {
                 self.meta.cols = cols;
                 self.meta.rows = rows;
+                LiveEvent::Resize { seq, cols, rows }
             }
             EventKind::Start {
                 instance,
@@ -453,6 +483,7 @@ impl Actor {
                 self.meta.cols = cols;
                 self.meta.rows = rows;
                 self.tracker.restarted();
+                LiveEvent::Other { seq }
             }
             EventKind::Exit { exit_code, signal } => {
                 self.is_exited = true;
@@ -462,11 +493,37 @@ impl Actor {
                 let events = self.tracker.exited(exit_code, signal);
                 self.notify(&events);
                 self.fail_pending_exec();
+                LiveEvent::Exit {
+                    seq,
+                    exit_code,
+                    signal,
+                }
             }
-            _ => {}
-        }
+            _ => LiveEvent::Other { seq },
+        };
+        self.live.publish(published);
         self.screen.advance_to(seq);
+        if !queries.is_empty() {
+            self.answer_queries(&queries);
+        }
         let _ = self.seq_tx.send(seq);
+    }
+
+    /// A program asked the terminal something: with no writer connected to answer, ptyhub
+    /// answers from its screen (never for history being replayed).
+    fn answer_queries(&mut self, queries: &[Query]) {
+        if !self.is_caught_up() {
+            return;
+        }
+        self.live.note_query();
+        if self.live.writers() > 0 {
+            return;
+        }
+        let (row, col) = self.screen.read(crate::screen::Screen::cursor);
+        for query in queries {
+            self.query_answers
+                .extend_from_slice(&query.answer(row, col));
+        }
     }
 
     fn notify(&mut self, events: &[TrackerEvent]) {

@@ -1,0 +1,633 @@
+//! Live connections over WebSocket (docs/websocket.md) with a real client, against real shells.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use ptyhub_client::{Client, ClientError, LiveMessage, LiveSocket};
+use ptyhub_protocol::error::ErrorCode;
+use serde_json::{Value, json};
+
+use super::{create, exec, get, start};
+use ptyhub_test_support::{Ptyhub, data, default_timeout, wait_until};
+
+async fn connect(client: &Client, path: &str) -> LiveSocket {
+    client
+        .websocket(path)
+        .await
+        .unwrap_or_else(|e| panic!("websocket {path}: {e}"))
+}
+
+/// The next message, or a panic after the test timeout.
+async fn next_message(socket: &mut LiveSocket) -> Option<LiveMessage> {
+    match tokio::time::timeout(default_timeout(), socket.next()).await {
+        Ok(Some(Ok(message))) => Some(message),
+        Ok(Some(Err(_)) | None) => None,
+        Err(_) => panic!("no frame within the timeout"),
+    }
+}
+
+/// The next JSON frame (binary frames are skipped); `Null` when the connection ended.
+async fn next_json(socket: &mut LiveSocket) -> Value {
+    loop {
+        match next_message(socket).await {
+            Some(LiveMessage::Text(text)) => {
+                return serde_json::from_str(text.as_str())
+                    .unwrap_or_else(|e| panic!("frame is not JSON ({e}): {text}"));
+            }
+            Some(LiveMessage::Close(_)) | None => return Value::Null,
+            Some(_) => {}
+        }
+    }
+}
+
+async fn send_json(socket: &mut LiveSocket, frame: Value) {
+    socket
+        .send(LiveMessage::Text(frame.to_string().into()))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
+}
+
+/// What a client saw: the text of output frames and every frame.
+#[derive(Default)]
+struct Seen {
+    text: String,
+    restored: String,
+    frames: Vec<Value>,
+    last_seq: u64,
+}
+
+/// Reads frames until `done` holds for what was seen (or the connection ends).
+async fn read_until(socket: &mut LiveSocket, seen: &mut Seen, done: impl Fn(&Seen) -> bool) {
+    while !done(seen) {
+        let frame = next_json(socket).await;
+        if frame.is_null() {
+            return;
+        }
+        match frame["type"].as_str() {
+            Some("output") => {
+                seen.text
+                    .push_str(frame["data"].as_str().unwrap_or_default());
+            }
+            Some("restore_output") => {
+                seen.restored
+                    .push_str(frame["data"].as_str().unwrap_or_default());
+            }
+            _ => {}
+        }
+        if let Some(seq) = frame["seq"].as_u64()
+            && matches!(frame["type"].as_str(), Some("output" | "restore_output"))
+        {
+            assert!(seq > seen.last_seq, "seq went back: {frame}");
+            seen.last_seq = seq;
+        }
+        seen.frames.push(frame);
+    }
+}
+
+fn count(text: &str, needle: &str) -> usize {
+    text.matches(needle).count()
+}
+
+fn ws_path(id: &str, query: &str) -> String {
+    format!("/v2/pty/sessions/{id}/ws?{query}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_frame_of_the_json_protocol() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let mut socket = connect(&client, &ws_path(&id, "")).await;
+
+    let ready = next_json(&mut socket).await;
+    assert_eq!(ready["type"], "ready", "{ready}");
+    assert_eq!(ready["session_id"], id.as_str());
+    assert_eq!(ready["transport"], "json");
+    assert_eq!(ready["backend"], "native");
+    assert_eq!(ready["resumed"], false);
+    assert_eq!(ready["mode"], "relay");
+    assert!(ready["seq"].is_u64(), "{ready}");
+
+    send_json(&mut socket, json!({"type": "ping", "timestamp": 1234.5})).await;
+    let mut seen = Seen::default();
+    read_until(&mut socket, &mut seen, |s| {
+        s.frames.iter().any(|f| f["type"] == "pong")
+    })
+    .await;
+    let pong = seen.frames.iter().find(|f| f["type"] == "pong");
+    assert_eq!(pong.map(|p| p["timestamp"].clone()), Some(json!(1234.5)));
+
+    send_json(
+        &mut socket,
+        json!({"type": "input", "data": "echo ws-$((6 * 7))\n"}),
+    )
+    .await;
+    read_until(&mut socket, &mut seen, |s| s.text.contains("ws-42")).await;
+    assert!(seen.text.contains("ws-42"), "{}", seen.text);
+
+    // Resize at the top level and under data; every attachment is told.
+    send_json(
+        &mut socket,
+        json!({"type": "resize", "data": {"cols": 101, "rows": 31}}),
+    )
+    .await;
+    read_until(&mut socket, &mut seen, |s| {
+        s.frames
+            .iter()
+            .any(|f| f["type"] == "resize" && f["cols"] == 101)
+    })
+    .await;
+    let screen = get(&client, &format!("/v2/pty/sessions/{id}/screen")).await;
+    assert_eq!(data(&screen)["cols"], 101, "{}", screen.body);
+    assert_eq!(data(&screen)["rows"], 31);
+
+    // Unknown frames are refused and never reach the shell.
+    for bad in [
+        json!({"type": "bogus", "data": "echo leaked-1\n"}).to_string(),
+        json!({"type": "input", "data": "echo leaked-2\n", "extra": 1}).to_string(),
+        "echo leaked-3".to_owned(),
+        json!({"type": "resize", "cols": 0, "rows": 10}).to_string(),
+    ] {
+        socket
+            .send(LiveMessage::Text(bad.clone().into()))
+            .await
+            .unwrap_or_else(|e| panic!("send: {e}"));
+        let mut errors = Seen::default();
+        read_until(&mut socket, &mut errors, |s| {
+            s.frames.iter().any(|f| f["type"] == "error")
+        })
+        .await;
+        let error = errors.frames.iter().find(|f| f["type"] == "error");
+        assert_eq!(
+            error.map(|e| e["code"].clone()),
+            Some(json!("INVALID_INPUT")),
+            "{bad}: {:?}",
+            errors.frames
+        );
+    }
+    socket
+        .send(LiveMessage::Binary(b"echo leaked-4\n".to_vec().into()))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
+    let mut errors = Seen::default();
+    read_until(&mut socket, &mut errors, |s| {
+        s.frames.iter().any(|f| f["type"] == "error")
+    })
+    .await;
+    let done = exec(&client, &id, "echo marker-done").await;
+    assert_eq!(done["exit_code"], 0);
+    let events = get(
+        &client,
+        &format!("/v2/pty/sessions/{id}/events?limit=10000"),
+    )
+    .await;
+    assert!(
+        !events.body.to_string().contains("leaked"),
+        "a refused frame reached the shell"
+    );
+
+    // Exit: the program ends, the connection is told and closed.
+    send_json(&mut socket, json!({"type": "input", "data": "exit 3\n"})).await;
+    let mut rest = Seen::default();
+    read_until(&mut socket, &mut rest, |s| {
+        s.frames.iter().any(|f| f["type"] == "exit")
+    })
+    .await;
+    let exit = rest.frames.iter().find(|f| f["type"] == "exit");
+    assert_eq!(
+        exit.map(|e| e["exit_code"].clone()),
+        Some(json!(3)),
+        "{:?}",
+        rest.frames
+    );
+    assert!(
+        next_json(&mut socket).await.is_null(),
+        "the connection closes after exit"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_relay_at_a_time_durable_takes_over_and_peers_are_never_refused() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let mut first = connect(&client, &ws_path(&id, "")).await;
+    assert_eq!(next_json(&mut first).await["type"], "ready");
+
+    let mut second = connect(&client, &ws_path(&id, "")).await;
+    let refused = next_json(&mut second).await;
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert_eq!(
+        refused["data"],
+        "Session already has an active WebSocket connection"
+    );
+    assert!(
+        next_json(&mut second).await.is_null(),
+        "the refused one is closed"
+    );
+
+    // Peers join beside the relay.
+    let mut watcher = connect(&client, &ws_path(&id, "mode=watch")).await;
+    let ready = next_json(&mut watcher).await;
+    assert_eq!(ready["mode"], "watch", "{ready}");
+    let mut attached = connect(&client, &ws_path(&id, "mode=attach")).await;
+    assert_eq!(next_json(&mut attached).await["mode"], "attach");
+
+    // A watcher cannot write or resize.
+    send_json(
+        &mut watcher,
+        json!({"type": "input", "data": "echo nope\n"}),
+    )
+    .await;
+    send_json(
+        &mut watcher,
+        json!({"type": "resize", "cols": 90, "rows": 20}),
+    )
+    .await;
+    let mut watched = Seen::default();
+    read_until(&mut watcher, &mut watched, |s| {
+        s.frames.iter().filter(|f| f["type"] == "error").count() >= 2
+    })
+    .await;
+    for error in watched.frames.iter().filter(|f| f["type"] == "error") {
+        assert_eq!(error["code"], "PERMISSION_DENIED", "{error}");
+    }
+
+    // The attached peer writes; the relay and the watcher see it.
+    send_json(
+        &mut attached,
+        json!({"type": "input", "data": "echo peer-$((20 + 1))\n"}),
+    )
+    .await;
+    let mut relay_seen = Seen::default();
+    read_until(&mut first, &mut relay_seen, |s| s.text.contains("peer-21")).await;
+    read_until(&mut watcher, &mut watched, |s| s.text.contains("peer-21")).await;
+    assert!(relay_seen.text.contains("peer-21") && watched.text.contains("peer-21"));
+
+    // A durable relay takes over; the old one is told and closed.
+    let mut third = connect(&client, &ws_path(&id, "durable=true")).await;
+    let ready = next_json(&mut third).await;
+    assert_eq!(ready["type"], "ready", "{ready}");
+    assert_eq!(ready["resumed"], false, "no durable relay was here before");
+    let mut old = Seen::default();
+    read_until(&mut first, &mut old, |s| {
+        s.frames.iter().any(|f| f["type"] == "relay_replaced")
+    })
+    .await;
+    assert!(old.frames.iter().any(|f| f["type"] == "relay_replaced"));
+    assert!(next_json(&mut first).await.is_null());
+
+    let mut fourth = connect(&client, &ws_path(&id, "durable=true")).await;
+    assert_eq!(next_json(&mut fourth).await["resumed"], true);
+    let mut replaced = Seen::default();
+    read_until(&mut third, &mut replaced, |s| {
+        s.frames.iter().any(|f| f["type"] == "relay_replaced")
+    })
+    .await;
+    assert!(
+        replaced
+            .frames
+            .iter()
+            .any(|f| f["type"] == "relay_replaced")
+    );
+
+    // Bad parameters are answered before the upgrade.
+    for query in [
+        "mode=spy",
+        "protocol=xml",
+        "replay_bytes=10",
+        "durable=true&mode=watch",
+        "since_seq=999999999",
+        "nonsense=1",
+    ] {
+        let refused = client.websocket(&ws_path(&id, query)).await;
+        assert!(
+            matches!(&refused, Err(ClientError::Api(e)) if e.code == ErrorCode::InvalidInput || e.code == ErrorCode::InvalidCursor),
+            "{query}: {:?}",
+            refused.err()
+        );
+    }
+    let missing = client.websocket("/v2/pty/sessions/t-nope/ws").await;
+    assert!(
+        matches!(&missing, Err(ClientError::Api(e)) if e.code == ErrorCode::SessionNotFound),
+        "{:?}",
+        missing.err()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_reconnect_gets_what_it_missed_exactly_once() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let query = "durable=true&restore=true";
+
+    let mut first = connect(&client, &ws_path(&id, query)).await;
+    let ready = next_json(&mut first).await;
+    assert_eq!(ready["resumed"], false);
+    send_json(
+        &mut first,
+        json!({"type": "input", "data": "for i in $(seq 1 40); do echo step-$i.; sleep 0.05; done; echo loop-end\n"}),
+    )
+    .await;
+    let mut a = Seen::default();
+    read_until(&mut first, &mut a, |s| s.text.contains("step-5.")).await;
+    drop(first);
+    // The command keeps running while nobody is connected.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+
+    let mut second = connect(&client, &ws_path(&id, query)).await;
+    let ready = next_json(&mut second).await;
+    assert_eq!(ready["resumed"], true, "{ready}");
+    let mut b = Seen::default();
+    read_until(&mut second, &mut b, |s| {
+        s.frames.iter().any(|f| f["type"] == "terminal_restored")
+    })
+    .await;
+    assert_eq!(
+        b.frames.first().map(|f| f["type"].clone()),
+        Some(json!("restore_output")),
+        "{:?}",
+        b.frames
+    );
+    // The first reconnect repaints: everything retained, the command line included.
+    assert!(b.restored.contains("seq 1 40"), "{}", b.restored);
+    read_until(&mut second, &mut b, |s| s.text.contains("loop-end\r\n")).await;
+    let all = format!("{}{}", b.restored, b.text);
+    for i in 1..=40 {
+        assert_eq!(count(&all, &format!("step-{i}.")), 1, "step-{i}: {all}");
+    }
+    drop(second);
+
+    // A later reconnect gets only what is new since the previous connection.
+    wait_until("the typed loop's prompt is back", || async {
+        let answer = super::exec_raw(
+            &client,
+            &id,
+            json!({"command": "for i in 1 2 3; do echo again-$i; done", "timeout": 60}),
+        )
+        .await;
+        (answer.status == 200).then_some(())
+    })
+    .await;
+    let mut third = connect(&client, &ws_path(&id, query)).await;
+    let mut c = Seen::default();
+    read_until(&mut third, &mut c, |s| {
+        s.frames.iter().any(|f| f["type"] == "terminal_restored")
+    })
+    .await;
+    assert!(c.restored.contains("again-3"), "{}", c.restored);
+    assert!(!c.restored.contains("step-"), "{}", c.restored);
+
+    // since_seq: exactly the bytes after the last frame a client rendered, once.
+    let mut watcher = connect(&client, &ws_path(&id, "mode=watch")).await;
+    next_json(&mut watcher).await;
+    send_json(
+        &mut third,
+        json!({"type": "input", "data": "for i in $(seq 1 30); do echo tick-$i.; sleep 0.03; done; echo ticks-end\n"}),
+    )
+    .await;
+    let mut w = Seen::default();
+    read_until(&mut watcher, &mut w, |s| s.text.contains("tick-7.")).await;
+    let resume_at = w.last_seq;
+    let rendered = w.text.clone();
+    drop(watcher);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut again = connect(
+        &client,
+        &ws_path(&id, &format!("mode=watch&since_seq={resume_at}")),
+    )
+    .await;
+    let mut d = Seen::default();
+    read_until(&mut again, &mut d, |s| s.text.contains("ticks-end\r\n")).await;
+    let all = format!("{rendered}{}{}", d.restored, d.text);
+    for i in 1..=30 {
+        assert_eq!(count(&all, &format!("tick-{i}.")), 1, "tick-{i}: {all}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn since_seq_works_across_a_server_restart() {
+    let mut hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    exec(&client, &id, "echo before-restart").await;
+    let mut watcher = connect(&client, &ws_path(&id, "mode=watch")).await;
+    let ready = next_json(&mut watcher).await;
+    let at = ready["seq"].as_u64().unwrap_or_default();
+    drop(watcher);
+    exec(&client, &id, "echo while-away-1; echo while-away-2").await;
+    hub.kill_server();
+    hub.restart();
+    let client = hub.http();
+    let mut back = connect(
+        &client,
+        &ws_path(&id, &format!("mode=watch&since_seq={at}")),
+    )
+    .await;
+    next_json(&mut back).await;
+    let mut seen = Seen::default();
+    read_until(&mut back, &mut seen, |s| {
+        s.frames.iter().any(|f| f["type"] == "terminal_restored")
+    })
+    .await;
+    assert_eq!(
+        count(&seen.restored, "while-away-1\r\nwhile-away-2\r\n"),
+        1,
+        "{}",
+        seen.restored
+    );
+    assert!(
+        !seen.restored.contains("before-restart\r\n"),
+        "{}",
+        seen.restored
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_transport_anonymous_and_v1_routes() {
+    let hub = start();
+    let client = hub.http();
+
+    // Binary: raw PTY bytes in binary frames, input in binary frames; ready stays JSON.
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let mut binary = connect(&client, &ws_path(&id, "protocol=binary")).await;
+    let ready = next_json(&mut binary).await;
+    assert_eq!(ready["transport"], "binary", "{ready}");
+    binary
+        .send(LiveMessage::Binary(
+            b"echo bin-$((3 * 3))\n".to_vec().into(),
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
+    let mut bytes = Vec::new();
+    while !String::from_utf8_lossy(&bytes).contains("bin-9") {
+        match next_message(&mut binary).await {
+            Some(LiveMessage::Binary(chunk)) => bytes.extend_from_slice(&chunk),
+            Some(LiveMessage::Text(text)) => panic!("no JSON output in binary mode: {text}"),
+            Some(_) => {}
+            None => panic!("closed"),
+        }
+    }
+    drop(binary);
+
+    // /v2/pty/ws: a terminal that lives and dies with its connection.
+    let before = live_ids(&client).await;
+    let mut anonymous = connect(&client, "/v2/pty/ws").await;
+    let ready = next_json(&mut anonymous).await;
+    assert_eq!(ready["type"], "ready");
+    assert!(ready["session_id"].is_null(), "never announced: {ready}");
+    send_json(
+        &mut anonymous,
+        json!({"type": "input", "data": "echo anon-$((1 + 1))\n"}),
+    )
+    .await;
+    let mut seen = Seen::default();
+    read_until(&mut anonymous, &mut seen, |s| s.text.contains("anon-2")).await;
+    let during = live_ids(&client).await;
+    assert_eq!(during.len(), before.len() + 1);
+    drop(anonymous);
+    wait_until("the anonymous terminal is closed", || async {
+        (live_ids(&client).await.len() == before.len()).then_some(())
+    })
+    .await;
+    for query in ["durable=true", "restore=true"] {
+        let refused = client.websocket(&format!("/v2/pty/ws?{query}")).await;
+        assert!(
+            matches!(&refused, Err(ClientError::Api(e)) if e.code == ErrorCode::InvalidInput),
+            "{query}: {:?}",
+            refused.err()
+        );
+    }
+
+    // /v1/shell/ws: an existing id, or a new terminal announced before ready.
+    let mut v1 = connect(&client, "/v1/shell/ws").await;
+    let announced = next_json(&mut v1).await;
+    assert_eq!(announced["type"], "session_id", "{announced}");
+    let new_id = announced["session_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let ready = next_json(&mut v1).await;
+    assert_eq!(ready["session_id"], new_id.as_str());
+    assert!(live_ids(&client).await.contains(&new_id));
+    drop(v1);
+    let mut existing = connect(&client, &format!("/v1/shell/ws?session_id={id}&mode=watch")).await;
+    assert_eq!(next_json(&mut existing).await["session_id"], id.as_str());
+}
+
+async fn live_ids(client: &Client) -> Vec<String> {
+    let list = get(client, "/v2/pty/sessions").await;
+    data(&list)["sessions"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter_map(|t| t["session_id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_watcher_lags_and_catches_up_without_losing_a_byte() {
+    let hub = start();
+    let client = hub.local();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let mut slow = connect(&client, &ws_path(&id, "mode=watch&protocol=binary")).await;
+    next_json(&mut slow).await;
+    // The watcher reads nothing while a flood goes by (15 MB: more events than are buffered
+    // for live connections, whatever their size); the program is not held up.
+    let flood = exec(&client, &id, "seq 1 2000000; echo flood-$((1 + 1))").await;
+    assert_eq!(flood["exit_code"], 0);
+    let mut bytes = Vec::new();
+    let mut lagged = Vec::new();
+    let mut checked = 0;
+    while !contains(&bytes[checked..], b"flood-2\r\n") {
+        checked = bytes.len().saturating_sub(16);
+        match next_message(&mut slow).await {
+            Some(LiveMessage::Binary(chunk)) => bytes.extend_from_slice(&chunk),
+            Some(LiveMessage::Text(text)) => lagged.push(text.as_str().to_owned()),
+            Some(_) => {}
+            None => panic!("closed"),
+        }
+    }
+    assert!(
+        lagged.iter().any(|f| f.contains(r#""type":"lagged""#)),
+        "the watcher was told it lagged: {lagged:?}"
+    );
+    let text = String::from_utf8_lossy(&bytes);
+    let start = text.find("1\r\n2\r\n3\r\n").unwrap_or_default();
+    let mut expected = 1u64;
+    for line in text[start..].split("\r\n") {
+        if line.is_empty() || !line.bytes().all(|b| b.is_ascii_digit()) {
+            break;
+        }
+        assert_eq!(line, expected.to_string(), "every line once, in order");
+        expected += 1;
+    }
+    assert_eq!(expected, 2_000_001, "every line arrived");
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connected_terminal_is_never_idle() {
+    let hub = Ptyhub::start_with(env!("CARGO_BIN_EXE_ptyhub"), &["--idle-close-secs", "1"]);
+    let client = hub.http();
+    let watched = create(&client, json!({ "cwd": "/tmp" })).await;
+    let lonely = create(&client, json!({ "cwd": "/tmp" })).await;
+    let mut watcher = connect(&client, &ws_path(&watched, "mode=watch")).await;
+    next_json(&mut watcher).await;
+    wait_until("the unwatched terminal is closed as idle", || async {
+        (!live_ids(&client).await.contains(&lonely)).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(live_ids(&client).await.contains(&watched));
+    drop(watcher);
+    wait_until("the terminal is idle once nobody watches", || async {
+        (!live_ids(&client).await.contains(&watched)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_query_gets_exactly_one_answer() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let ask = "printf '\\033[6n'; IFS= read -rs -d R answer; echo \"got:${answer#*[}.\"";
+
+    // No writer connected: ptyhub answers from its screen.
+    let answered = exec(&client, &id, ask).await;
+    let output = answered["output"].as_str().unwrap_or_default();
+    assert!(
+        output.starts_with("got:") && output.contains(';'),
+        "{answered}"
+    );
+
+    // With writers connected, only the relay's answer reaches the program.
+    let mut relay = connect(&client, &ws_path(&id, "")).await;
+    next_json(&mut relay).await;
+    let mut peer = connect(&client, &ws_path(&id, "mode=attach")).await;
+    next_json(&mut peer).await;
+    let mut watcher = connect(&client, &ws_path(&id, "mode=watch")).await;
+    next_json(&mut watcher).await;
+    send_json(
+        &mut relay,
+        json!({"type": "input", "data": format!("{ask}; echo after-$((2 + 3))\n")}),
+    )
+    .await;
+    let mut peer_seen = Seen::default();
+    read_until(&mut peer, &mut peer_seen, |s| s.text.contains("\x1b[6n")).await;
+    // The peer answers first (it must be dropped), then the relay.
+    send_json(&mut peer, json!({"type": "input", "data": "\u{1b}[9;9R"})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    send_json(&mut relay, json!({"type": "input", "data": "\u{1b}[5;7R"})).await;
+    let mut relay_seen = Seen::default();
+    read_until(&mut relay, &mut relay_seen, |s| s.text.contains("after-5")).await;
+    assert!(relay_seen.text.contains("got:5;7."), "{}", relay_seen.text);
+    assert!(!relay_seen.text.contains("9;9"), "{}", relay_seen.text);
+}

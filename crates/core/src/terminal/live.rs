@@ -1,0 +1,788 @@
+//! Live connections to a terminal: seed 000's relay (one per terminal, taken over with
+//! `durable`) and seed 001's peers (`attach`, `watch`; any number).
+//!
+//! Output reaches connections two ways, and a connection switches between them without a gap:
+//! - **from memory**: the actor publishes every event it applies on a broadcast channel that
+//!   exists only while someone is connected;
+//! - **from the event log**: a connection replaying history, or one that fell behind the
+//!   broadcast (it lagged), reads the log at its own pace with a [`LogReader`].
+//!
+//! Switching is gap-free because the holder writes an event to the log before the actor can
+//! publish it: a connection subscribes first, then reads the log to its end, then takes from
+//! the broadcast only what is newer than the last event it returned.
+//!
+//! The transport (WebSocket) is thin: [`TerminalHandle::connect`] gives a [`Connection`] whose
+//! [`Connection::next`] yields [`LiveFrame`]s, and input and resize go through the connection,
+//! which applies the mode's rights.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::event::{Event, EventKind, Seq};
+use tokio::sync::{broadcast, watch};
+
+use super::TerminalHandle;
+use crate::holder::log::LogReader;
+
+/// Events buffered for live connections before a slow one counts as lagging (and reads the
+/// log instead). An event holds at most 64 KiB, so this bounds the memory a stalled
+/// connection can hold to 8 MiB, typically less than half.
+const LIVE_EVENTS_BUFFERED: usize = 128;
+/// A frame carries at most about this much output (consecutive events are merged up to it).
+pub const FRAME_MAX_BYTES: usize = 256 * 1024;
+/// Output between two replay checkpoints.
+const CHECKPOINT_STRIDE_BYTES: u64 = 256 * 1024;
+/// Checkpoints kept (enough to cover more than the event log keeps).
+const CHECKPOINTS_KEPT: usize = 1024;
+/// Peers (attach and watch) on one terminal at most.
+pub const PEERS_MAX: usize = 256;
+/// Replay bounds (seed 000).
+pub const REPLAY_BYTES_MIN: usize = 256 * 1024;
+pub const REPLAY_BYTES_MAX: usize = 10 * 1024 * 1024;
+/// Answers to terminal queries are only filtered this long after a query was seen.
+const QUERY_WINDOW: Duration = Duration::from_secs(2);
+
+/// The message seed 000 refuses a second relay connection with.
+pub const RELAY_BUSY_MESSAGE: &str = "Session already has an active WebSocket connection";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LiveMode {
+    /// Seed 000's one connection per terminal; `durable` takes over from the current one.
+    Relay { durable: bool },
+    /// A peer that reads and writes.
+    Attach,
+    /// A peer that only reads.
+    Watch,
+}
+
+impl LiveMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Relay { .. } => "relay",
+            Self::Attach => "attach",
+            Self::Watch => "watch",
+        }
+    }
+
+    fn is_writer(self) -> bool {
+        !matches!(self, Self::Watch)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ConnectOptions {
+    pub mode: LiveMode,
+    /// Replay output before live output (see docs/websocket.md).
+    pub restore: bool,
+    pub replay_bytes: usize,
+    /// Replay exactly the output after this event; overrides `restore`.
+    pub since_seq: Option<Seq>,
+}
+
+/// What a connection learns when it is accepted.
+#[derive(Clone, Debug)]
+pub struct Ready {
+    pub session_id: String,
+    pub resumed: bool,
+    /// The last event the replay covers (or the last one in the log when there is no replay).
+    pub seq: Seq,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// One thing to tell a connected client.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LiveFrame {
+    /// Output bytes; `seq` is the last event they complete. `is_replay` marks restored history.
+    Output {
+        data: Bytes,
+        seq: Seq,
+        is_replay: bool,
+    },
+    /// The replay is complete; live output follows.
+    Restored {
+        seq: Seq,
+    },
+    Resize {
+        cols: u16,
+        rows: u16,
+        seq: Seq,
+    },
+    /// The connection fell behind the live stream; what follows comes from the log.
+    Lagged {
+        seq: Seq,
+    },
+    /// The program ended; nothing follows.
+    Exit {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        seq: Seq,
+    },
+    /// A newer durable relay took over; nothing follows.
+    Replaced,
+    /// The connection cannot continue (it fell behind what the log keeps); nothing follows.
+    Failed(ApiError),
+}
+
+/// An event as the actor publishes it to live connections.
+#[derive(Clone, Debug)]
+pub(crate) enum LiveEvent {
+    Output {
+        seq: Seq,
+        data: Bytes,
+    },
+    Resize {
+        seq: Seq,
+        cols: u16,
+        rows: u16,
+    },
+    Exit {
+        seq: Seq,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// Any other event (it only moves `seq`).
+    Other {
+        seq: Seq,
+    },
+}
+
+impl LiveEvent {
+    fn seq(&self) -> Seq {
+        match self {
+            Self::Output { seq, .. }
+            | Self::Resize { seq, .. }
+            | Self::Exit { seq, .. }
+            | Self::Other { seq } => *seq,
+        }
+    }
+
+    fn from_event(event: Event) -> Self {
+        let seq = event.seq;
+        match event.kind {
+            EventKind::Output { data } => Self::Output {
+                seq,
+                data: Bytes::from(data),
+            },
+            EventKind::Resize { cols, rows } => Self::Resize { seq, cols, rows },
+            EventKind::Exit { exit_code, signal } => Self::Exit {
+                seq,
+                exit_code,
+                signal,
+            },
+            _ => Self::Other { seq },
+        }
+    }
+}
+
+struct Peer {
+    id: u64,
+    mode: LiveMode,
+    /// Set when a newer durable relay replaces this one.
+    replaced: Option<watch::Sender<bool>>,
+}
+
+#[derive(Default)]
+struct HubState {
+    sender: Option<broadcast::Sender<LiveEvent>>,
+    connections: Vec<Peer>,
+    next_id: u64,
+    /// The current relay connection's id.
+    relay: Option<u64>,
+    has_had_durable_relay: bool,
+    relay_restores: u32,
+    /// The last event a durable relay connection delivered.
+    relay_delivered: Seq,
+    /// `(seq, output bytes up to and including it)`, one per [`CHECKPOINT_STRIDE_BYTES`].
+    checkpoints: VecDeque<(Seq, u64)>,
+    output_total: u64,
+    last_query_at: Option<Instant>,
+}
+
+/// The per-terminal meeting point of the actor (which publishes) and its live connections.
+#[derive(Default)]
+pub(crate) struct Hub {
+    state: Mutex<HubState>,
+}
+
+impl Hub {
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Called by the actor for every event it applies, in `seq` order.
+    pub(crate) fn publish(&self, event: LiveEvent) {
+        let mut state = self.lock();
+        if let LiveEvent::Output { seq, data } = &event {
+            state.output_total += data.len() as u64;
+            let last = state.checkpoints.back().map_or(0, |&(_, total)| total);
+            if state.output_total - last >= CHECKPOINT_STRIDE_BYTES {
+                let total = state.output_total;
+                state.checkpoints.push_back((*seq, total));
+                if state.checkpoints.len() > CHECKPOINTS_KEPT {
+                    state.checkpoints.pop_front();
+                }
+            }
+        }
+        if let Some(sender) = &state.sender {
+            let _ = sender.send(event);
+        }
+    }
+
+    /// How many connections are live.
+    pub(crate) fn count(&self) -> usize {
+        self.lock().connections.len()
+    }
+
+    /// How many live connections may write.
+    pub(crate) fn writers(&self) -> usize {
+        self.lock()
+            .connections
+            .iter()
+            .filter(|c| c.mode.is_writer())
+            .count()
+    }
+
+    /// The actor saw a terminal query in the output.
+    pub(crate) fn note_query(&self) {
+        self.lock().last_query_at = Some(Instant::now());
+    }
+
+    fn subscribe(state: &mut HubState) -> broadcast::Receiver<LiveEvent> {
+        state
+            .sender
+            .get_or_insert_with(|| broadcast::channel(LIVE_EVENTS_BUFFERED).0)
+            .subscribe()
+    }
+
+    /// The event after which the newest `max_bytes` of output start.
+    fn retained_start(state: &HubState, max_bytes: usize) -> Seq {
+        let max = max_bytes as u64;
+        if state.output_total <= max {
+            return Seq::ZERO;
+        }
+        state
+            .checkpoints
+            .iter()
+            .find(|&&(_, total)| state.output_total - total <= max)
+            .map_or(Seq::ZERO, |&(seq, _)| seq)
+    }
+
+    fn leave(&self, id: u64) {
+        let mut state = self.lock();
+        state.connections.retain(|c| c.id != id);
+        if state.relay == Some(id) {
+            state.relay = None;
+        }
+        if state.connections.is_empty() {
+            state.sender = None;
+        }
+    }
+}
+
+/// Where a connection reads from next.
+enum Phase {
+    /// Replaying history up to and including `until` from the log.
+    Replay {
+        reader: LogReader,
+        until: Seq,
+    },
+    /// Reading the log to its end, then live.
+    CatchUp {
+        reader: LogReader,
+    },
+    Live,
+    Done,
+}
+
+/// One live connection. Dropping it leaves the terminal.
+pub struct Connection {
+    hub: Arc<Hub>,
+    handle: TerminalHandle,
+    dir: PathBuf,
+    id: u64,
+    mode: LiveMode,
+    receiver: broadcast::Receiver<LiveEvent>,
+    replaced: Option<watch::Receiver<bool>>,
+    phase: Phase,
+    /// The last event returned.
+    last: Seq,
+    /// Drop output up to the first line break (a replay that starts mid-history).
+    is_cutting_first_line: bool,
+    /// The terminal had exited when the connection started: end after the replay.
+    exit_at_start: Option<(Option<i32>, Option<i32>)>,
+    pending: VecDeque<LiveFrame>,
+    events: Vec<Event>,
+}
+
+impl TerminalHandle {
+    /// Connects a live client (see the module docs and docs/websocket.md).
+    pub async fn connect(&self, options: ConnectOptions) -> Result<(Connection, Ready), ApiError> {
+        let probe = self.probe().await?;
+        let info = self.info().await?;
+        let now = *self.seq().borrow();
+        if let Some(since) = options.since_seq
+            && since > now
+        {
+            return Err(ApiError::new(
+                ErrorCode::InvalidCursor,
+                format!("since_seq {since} is ahead of this terminal (last seq {now})"),
+            ));
+        }
+        let hub = Arc::clone(&self.live);
+        let (id, receiver, replaced, resumed, replay_from) = {
+            let mut state = hub.lock();
+            let mut resumed = false;
+            let mut replaced = None;
+            let mut replay_from = None;
+            match options.mode {
+                LiveMode::Relay { durable } => {
+                    if let Some(current) = state.relay {
+                        if !durable {
+                            return Err(ApiError::new(ErrorCode::Busy, RELAY_BUSY_MESSAGE));
+                        }
+                        if let Some(old) = state.connections.iter().find(|c| c.id == current)
+                            && let Some(tell) = &old.replaced
+                        {
+                            let _ = tell.send(true);
+                        }
+                    }
+                    if durable {
+                        resumed = state.has_had_durable_relay;
+                        state.has_had_durable_relay = true;
+                        if options.restore && resumed {
+                            replay_from = Some(if state.relay_restores == 0 {
+                                Hub::retained_start(&state, options.replay_bytes)
+                            } else {
+                                state.relay_delivered
+                            });
+                            state.relay_restores += 1;
+                        }
+                    }
+                    let (tell, told) = watch::channel(false);
+                    replaced = Some((tell, told));
+                }
+                LiveMode::Attach | LiveMode::Watch => {
+                    let peers = state
+                        .connections
+                        .iter()
+                        .filter(|c| !matches!(c.mode, LiveMode::Relay { .. }))
+                        .count();
+                    if peers >= PEERS_MAX {
+                        return Err(ApiError::new(
+                            ErrorCode::LimitExceeded,
+                            format!("at most {PEERS_MAX} attachments on one terminal"),
+                        ));
+                    }
+                    if options.restore {
+                        replay_from = Some(Hub::retained_start(&state, options.replay_bytes));
+                    }
+                }
+            }
+            let id = state.next_id;
+            state.next_id += 1;
+            let (tell, told) = match replaced {
+                Some((tell, told)) => (Some(tell), Some(told)),
+                None => (None, None),
+            };
+            state.connections.push(Peer {
+                id,
+                mode: options.mode,
+                replaced: tell,
+            });
+            if matches!(options.mode, LiveMode::Relay { .. }) {
+                state.relay = Some(id);
+            }
+            let receiver = Hub::subscribe(&mut state);
+            (id, receiver, told, resumed, replay_from)
+        };
+        let replay_from = options.since_seq.or(replay_from);
+        let mut connection = Connection {
+            hub,
+            handle: self.clone(),
+            dir: probe.dir.clone(),
+            id,
+            mode: options.mode,
+            receiver,
+            replaced,
+            phase: Phase::Live,
+            last: now,
+            is_cutting_first_line: false,
+            exit_at_start: probe.is_exited.then_some((probe.exit_code, probe.signal)),
+            pending: VecDeque::new(),
+            events: Vec::new(),
+        };
+        match replay_from {
+            Some(from) => {
+                connection.last = from;
+                connection.is_cutting_first_line = options.since_seq.is_none() && from > Seq::ZERO;
+                let mut reader = LogReader::new(&probe.dir, from);
+                if options.since_seq.is_some() {
+                    check_not_expired(&mut reader, from, &mut connection.events)?;
+                }
+                connection.phase = Phase::Replay { reader, until: now };
+            }
+            None => {
+                connection.phase = Phase::CatchUp {
+                    reader: LogReader::new(&probe.dir, now),
+                }
+            }
+        }
+        let ready = Ready {
+            session_id: probe.id,
+            resumed,
+            seq: now,
+            cols: info.cols,
+            rows: info.rows,
+        };
+        Ok((connection, ready))
+    }
+
+    /// How many live connections the terminal has (one keeps it from being idle).
+    pub fn live_connections(&self) -> usize {
+        self.live.count()
+    }
+}
+
+/// Fails with `CURSOR_EXPIRED` when the log no longer holds the event after `after`. The
+/// events read to find out are kept in `events` for the replay.
+fn check_not_expired(
+    reader: &mut LogReader,
+    after: Seq,
+    events: &mut Vec<Event>,
+) -> Result<(), ApiError> {
+    let read = reader
+        .read(64 * 1024, events)
+        .map_err(|e| ApiError::internal(format!("cannot read the event log: {e}")))?;
+    match events.first() {
+        Some(first) if read > 0 && first.seq > after.next() => Err(ApiError::new(
+            ErrorCode::CursorExpired,
+            format!(
+                "the log no longer keeps the events after seq {after} (the oldest kept is {})",
+                first.seq
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl Connection {
+    pub fn mode(&self) -> LiveMode {
+        self.mode
+    }
+
+    /// The next frame for the client; `None` once the connection is over.
+    pub async fn next(&mut self) -> Option<LiveFrame> {
+        loop {
+            if let Some(frame) = self.pending.pop_front() {
+                if matches!(
+                    frame,
+                    LiveFrame::Exit { .. } | LiveFrame::Replaced | LiveFrame::Failed(_)
+                ) {
+                    self.phase = Phase::Done;
+                    self.pending.clear();
+                }
+                return Some(frame);
+            }
+            if self.is_replaced() {
+                self.pending.push_back(LiveFrame::Replaced);
+                continue;
+            }
+            match &mut self.phase {
+                Phase::Done => return None,
+                Phase::Replay { reader, until } => {
+                    let until = *until;
+                    let mut events = std::mem::take(&mut self.events);
+                    let read = if events.is_empty() {
+                        reader.read(FRAME_MAX_BYTES, &mut events)
+                    } else {
+                        Ok(events.len())
+                    };
+                    match read {
+                        Ok(_) => {
+                            let is_done = self.take_replayed(&mut events, until);
+                            events.clear();
+                            self.events = events;
+                            if is_done {
+                                self.pending.push_back(LiveFrame::Restored { seq: until });
+                                self.last = self.last.max(until);
+                                match self.exit_at_start {
+                                    Some((exit_code, signal)) => {
+                                        self.pending.push_back(LiveFrame::Exit {
+                                            exit_code,
+                                            signal,
+                                            seq: until,
+                                        })
+                                    }
+                                    None => {
+                                        self.phase = Phase::CatchUp {
+                                            reader: LogReader::new(&self.dir, self.last),
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        Err(error) => self.fail_reading(&error),
+                    }
+                }
+                Phase::CatchUp { reader } => {
+                    let mut events = std::mem::take(&mut self.events);
+                    match reader.read(FRAME_MAX_BYTES, &mut events) {
+                        Ok(0) => {
+                            if let Some((exit_code, signal)) = self.exit_at_start.take() {
+                                self.pending.push_back(LiveFrame::Exit {
+                                    exit_code,
+                                    signal,
+                                    seq: self.last,
+                                });
+                            }
+                            self.phase = Phase::Live;
+                        }
+                        Ok(_) => {
+                            let frames: Vec<LiveEvent> =
+                                events.drain(..).map(LiveEvent::from_event).collect();
+                            self.take_live(frames);
+                        }
+                        Err(error) => self.fail_reading(&error),
+                    }
+                    events.clear();
+                    self.events = events;
+                }
+                Phase::Live => {
+                    let received = match &mut self.replaced {
+                        Some(replaced) => tokio::select! {
+                            received = self.receiver.recv() => received,
+                            _ = replaced.changed() => continue,
+                        },
+                        None => self.receiver.recv().await,
+                    };
+                    match received {
+                        Ok(event) => {
+                            let mut batch = vec![event];
+                            let mut bytes = 0;
+                            while bytes < FRAME_MAX_BYTES {
+                                match self.receiver.try_recv() {
+                                    Ok(event) => {
+                                        if let LiveEvent::Output { data, .. } = &event {
+                                            bytes += data.len();
+                                        }
+                                        batch.push(event);
+                                    }
+                                    Err(_) => break,
+                                }
+                            }
+                            self.take_live(batch);
+                        }
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            self.pending.push_back(LiveFrame::Lagged { seq: self.last });
+                            self.receiver = Hub::subscribe(&mut self.hub.lock());
+                            self.phase = Phase::CatchUp {
+                                reader: LogReader::new(&self.dir, self.last),
+                            };
+                        }
+                        Err(broadcast::error::RecvError::Closed) => {
+                            self.receiver = Hub::subscribe(&mut self.hub.lock());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Turns replayed events (up to `until`) into frames; true once the replay is complete.
+    fn take_replayed(&mut self, events: &mut Vec<Event>, until: Seq) -> bool {
+        if events.is_empty() {
+            return true;
+        }
+        let mut data = Vec::new();
+        let mut seq = self.last;
+        let mut is_done = false;
+        for event in events.drain(..) {
+            if event.seq > until {
+                is_done = true;
+                break;
+            }
+            seq = event.seq;
+            if let EventKind::Output { data: bytes } = event.kind {
+                let bytes = if self.is_cutting_first_line {
+                    match bytes.iter().position(|&b| b == b'\n') {
+                        Some(at) => {
+                            self.is_cutting_first_line = false;
+                            &bytes[at + 1..]
+                        }
+                        None => &[][..],
+                    }
+                } else {
+                    &bytes[..]
+                };
+                data.extend_from_slice(bytes);
+            }
+        }
+        self.last = seq;
+        if !data.is_empty() {
+            self.pending.push_back(LiveFrame::Output {
+                data: Bytes::from(data),
+                seq,
+                is_replay: true,
+            });
+        }
+        is_done || seq >= until
+    }
+
+    /// Turns live events into frames, merging consecutive output; skips what was returned.
+    fn take_live(&mut self, events: Vec<LiveEvent>) {
+        let mut data: Vec<u8> = Vec::new();
+        let mut data_seq = self.last;
+        for event in events {
+            let seq = event.seq();
+            if seq <= self.last {
+                continue;
+            }
+            self.last = seq;
+            match event {
+                LiveEvent::Output { data: bytes, .. } => {
+                    data.extend_from_slice(&bytes);
+                    data_seq = seq;
+                }
+                LiveEvent::Other { .. } => {}
+                other => {
+                    self.flush_output(&mut data, data_seq);
+                    self.pending.push_back(match other {
+                        LiveEvent::Resize { cols, rows, .. } => {
+                            LiveFrame::Resize { cols, rows, seq }
+                        }
+                        LiveEvent::Exit {
+                            exit_code, signal, ..
+                        } => LiveFrame::Exit {
+                            exit_code,
+                            signal,
+                            seq,
+                        },
+                        _ => continue,
+                    });
+                }
+            }
+        }
+        self.flush_output(&mut data, data_seq);
+    }
+
+    fn flush_output(&mut self, data: &mut Vec<u8>, seq: Seq) {
+        if !data.is_empty() {
+            self.pending.push_back(LiveFrame::Output {
+                data: Bytes::from(std::mem::take(data)),
+                seq,
+                is_replay: false,
+            });
+        }
+    }
+
+    fn fail_reading(&mut self, error: &std::io::Error) {
+        self.pending
+            .push_back(LiveFrame::Failed(ApiError::internal(format!(
+                "cannot read the event log: {error}"
+            ))));
+    }
+
+    fn is_replaced(&self) -> bool {
+        !matches!(self.phase, Phase::Done) && self.replaced.as_ref().is_some_and(|r| *r.borrow())
+    }
+
+    /// Records that the client has everything up to `seq` (a durable relay's next replay
+    /// starts after it).
+    pub fn delivered(&self, seq: Seq) {
+        if let LiveMode::Relay { durable: true } = self.mode {
+            let mut state = self.hub.lock();
+            if state.relay == Some(self.id) {
+                state.relay_delivered = state.relay_delivered.max(seq);
+            }
+        }
+    }
+
+    /// Writes a client's input to the terminal, if this connection may write.
+    pub async fn input(&self, data: &[u8]) -> Result<(), ApiError> {
+        self.require_writer("write to")?;
+        let data = if self.is_query_answerer() {
+            std::borrow::Cow::Borrowed(data)
+        } else {
+            crate::queries::strip_answers(data)
+        };
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.handle.input(data.into_owned()).await
+    }
+
+    /// Resizes the terminal (the PTY, the screen and every connection), if this connection may.
+    pub async fn resize(&self, cols: u16, rows: u16) -> Result<(), ApiError> {
+        self.require_writer("resize")?;
+        self.handle.resize(cols, rows).await
+    }
+
+    fn require_writer(&self, what: &str) -> Result<(), ApiError> {
+        if self.mode.is_writer() {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                ErrorCode::PermissionDenied,
+                format!("a watcher cannot {what} the terminal (connect with mode=attach)"),
+            ))
+        }
+    }
+
+    /// Whether this connection's answers to terminal queries reach the program: it is the
+    /// relay, or the oldest writer when there is no relay, or no query is outstanding.
+    fn is_query_answerer(&self) -> bool {
+        let state = self.hub.lock();
+        if state
+            .last_query_at
+            .is_none_or(|at| at.elapsed() > QUERY_WINDOW)
+        {
+            return true;
+        }
+        let answerer = state.relay.or_else(|| {
+            state
+                .connections
+                .iter()
+                .find(|c| c.mode.is_writer())
+                .map(|c| c.id)
+        });
+        answerer == Some(self.id)
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.hub.leave(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retained_start_keeps_at_most_the_asked_bytes() {
+        let hub = Hub::default();
+        for i in 1..=100u64 {
+            hub.publish(LiveEvent::Output {
+                seq: Seq(i),
+                data: Bytes::from(vec![b'x'; 100 * 1024]),
+            });
+        }
+        let state = hub.lock();
+        assert_eq!(Hub::retained_start(&state, 20 * 1024 * 1024), Seq::ZERO);
+        let start = Hub::retained_start(&state, 1024 * 1024);
+        let kept = (100 - start.0) * 100 * 1024;
+        assert!(kept <= 1024 * 1024, "kept {kept}");
+        assert!(
+            kept + CHECKPOINT_STRIDE_BYTES + 100 * 1024 > 1024 * 1024,
+            "kept {kept}"
+        );
+    }
+}

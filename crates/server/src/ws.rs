@@ -1,0 +1,597 @@
+//! The WebSocket transport of live connections (docs/websocket.md). Thin: it validates the
+//! query, asks the terminal for a [`Connection`], and translates frames both ways. Who may
+//! connect, replay, lag and terminal-query rules live in `ptyhub_core::terminal::live`.
+
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::response::Response;
+use axum::routing::get;
+use futures_util::{SinkExt, StreamExt};
+use ptyhub_core::registry::CreateSpec;
+use ptyhub_core::terminal::TerminalHandle;
+use ptyhub_core::terminal::live::{
+    ConnectOptions, Connection, LiveFrame, LiveMode, REPLAY_BYTES_MAX, REPLAY_BYTES_MIN, Ready,
+};
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::event::Seq;
+use ptyhub_protocol::ids::TermSize;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::AppState;
+use crate::auth::{Capability, Principal};
+use crate::http_error::{HttpError, QueryParams};
+
+/// Largest frame or message a client may send.
+const CLIENT_MESSAGE_MAX_BYTES: usize = 1024 * 1024;
+/// How long output that ends inside a UTF-8 character waits for the rest before it is sent
+/// with a replacement character.
+const SPLIT_CHARACTER_WAIT: Duration = Duration::from_millis(50);
+
+pub fn routes() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/v2/pty/sessions/{id}/ws", get(session_ws))
+        .route("/v1/shell/ws", get(v1_ws))
+        .route("/v2/pty/ws", get(anonymous_ws))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WsQuery {
+    session_id: Option<String>,
+    protocol: Option<String>,
+    mode: Option<String>,
+    durable: Option<bool>,
+    restore: Option<bool>,
+    replay_bytes: Option<usize>,
+    since_seq: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    Json,
+    Binary,
+}
+
+impl Transport {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::Binary => "binary",
+        }
+    }
+}
+
+impl WsQuery {
+    fn transport(&self) -> Result<Transport, ApiError> {
+        match self.protocol.as_deref() {
+            None | Some("json") => Ok(Transport::Json),
+            Some("binary") => Ok(Transport::Binary),
+            Some(other) => Err(ApiError::invalid(format!(
+                "protocol must be json or binary, not {other:?}"
+            ))),
+        }
+    }
+
+    fn options(&self) -> Result<ConnectOptions, ApiError> {
+        let durable = self.durable.unwrap_or(false);
+        let mode = match self.mode.as_deref() {
+            None | Some("relay") => LiveMode::Relay { durable },
+            Some("attach") => LiveMode::Attach,
+            Some("watch") => LiveMode::Watch,
+            Some(other) => {
+                return Err(ApiError::invalid(format!(
+                    "mode must be relay, attach or watch, not {other:?}"
+                )));
+            }
+        };
+        if durable && !matches!(mode, LiveMode::Relay { .. }) {
+            return Err(ApiError::invalid(
+                "durable applies to the relay connection only (attach and watch are never refused)",
+            ));
+        }
+        let replay_bytes = self.replay_bytes.unwrap_or(REPLAY_BYTES_MAX);
+        if !(REPLAY_BYTES_MIN..=REPLAY_BYTES_MAX).contains(&replay_bytes) {
+            return Err(ApiError::invalid(format!(
+                "replay_bytes must be between {REPLAY_BYTES_MIN} and {REPLAY_BYTES_MAX}"
+            )));
+        }
+        Ok(ConnectOptions {
+            mode,
+            restore: self.restore.unwrap_or(false),
+            replay_bytes,
+            since_seq: self.since_seq.map(Seq),
+        })
+    }
+}
+
+/// What a connection may do is what its mode needs.
+fn require(principal: &Principal, mode: LiveMode) -> Result<(), ApiError> {
+    principal.require(Capability::Read)?;
+    if mode != LiveMode::Watch {
+        principal.require(Capability::Write)?;
+    }
+    Ok(())
+}
+
+fn upgrade(ws: WebSocketUpgrade) -> WebSocketUpgrade {
+    ws.max_message_size(CLIENT_MESSAGE_MAX_BYTES)
+        .max_frame_size(CLIENT_MESSAGE_MAX_BYTES)
+}
+
+/// `GET /v2/pty/sessions/{id}/ws`
+async fn session_ws(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    QueryParams(query): QueryParams<WsQuery>,
+    ws: WebSocketUpgrade,
+) -> Result<Response, HttpError> {
+    if query.session_id.is_some() {
+        return Err(ApiError::invalid("session_id belongs in the path here").into());
+    }
+    let transport = query.transport()?;
+    let options = query.options()?;
+    require(&principal, options.mode)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    open(ws, handle, options, transport, Preface::None).await
+}
+
+/// `GET /v1/shell/ws?session_id=…`; without an id, a new terminal announced first.
+async fn v1_ws(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    QueryParams(query): QueryParams<WsQuery>,
+    ws: WebSocketUpgrade,
+) -> Result<Response, HttpError> {
+    let transport = query.transport()?;
+    let options = query.options()?;
+    require(&principal, options.mode)?;
+    let (handle, preface) = match &query.session_id {
+        Some(id) => (
+            state.registry.get(&principal.owner, id).await?,
+            Preface::None,
+        ),
+        None => {
+            principal.require(Capability::Create)?;
+            let (handle, _) = state
+                .registry
+                .create(&principal.owner, CreateSpec::default())
+                .await?;
+            (handle, Preface::AnnounceId)
+        }
+    };
+    open(ws, handle, options, transport, preface).await
+}
+
+/// `GET /v2/pty/ws`: a terminal that lives and dies with the connection.
+async fn anonymous_ws(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    QueryParams(query): QueryParams<WsQuery>,
+    ws: WebSocketUpgrade,
+) -> Result<Response, HttpError> {
+    if query.durable.is_some() || query.restore.is_some() || query.since_seq.is_some() {
+        return Err(ApiError::invalid(
+            "durable, restore and since_seq need an existing session; an anonymous terminal ends with its connection",
+        )
+        .into());
+    }
+    if query.session_id.is_some() || query.mode.is_some() {
+        return Err(ApiError::invalid(
+            "an anonymous terminal takes no session_id or mode (it has one read-write connection)",
+        )
+        .into());
+    }
+    let transport = query.transport()?;
+    principal.require(Capability::Create)?;
+    require(&principal, LiveMode::Relay { durable: false })?;
+    let (handle, _) = state
+        .registry
+        .create(&principal.owner, CreateSpec::default())
+        .await?;
+    let info = handle.info().await?;
+    let options = ConnectOptions {
+        mode: LiveMode::Relay { durable: false },
+        restore: false,
+        replay_bytes: REPLAY_BYTES_MAX,
+        since_seq: None,
+    };
+    let preface = Preface::Anonymous {
+        registry: state.registry.clone(),
+        owner: principal.owner.clone(),
+        id: info.session_id,
+    };
+    open(ws, handle, options, transport, preface).await
+}
+
+/// What happens around the connection besides the frames of docs/websocket.md.
+enum Preface {
+    None,
+    /// `/v1/shell/ws` opened a terminal: announce its id before `ready`.
+    AnnounceId,
+    /// `/v2/pty/ws`: never tell the id; close the terminal when the connection ends.
+    Anonymous {
+        registry: std::sync::Arc<ptyhub_core::registry::Registry>,
+        owner: String,
+        id: String,
+    },
+}
+
+async fn open(
+    ws: WebSocketUpgrade,
+    handle: TerminalHandle,
+    options: ConnectOptions,
+    transport: Transport,
+    preface: Preface,
+) -> Result<Response, HttpError> {
+    let mode = options.mode;
+    let connected = match handle.connect(options).await {
+        Ok(connected) => Ok(connected),
+        // Seed 000 refuses a second relay inside the WebSocket, with an error frame.
+        Err(error) if error.code == ErrorCode::Busy => Err(error),
+        Err(error) => return Err(error.into()),
+    };
+    Ok(upgrade(ws).on_upgrade(move |socket| async move {
+        match connected {
+            Ok((connection, ready)) => {
+                serve(socket, connection, ready, mode, transport, &preface).await;
+            }
+            Err(error) => refuse(socket, &error).await,
+        }
+        if let Preface::Anonymous {
+            registry,
+            owner,
+            id,
+        } = preface
+            && let Err(error) = registry.close(&owner, &id).await
+        {
+            tracing::debug!(%id, %error, "anonymous terminal already gone");
+        }
+    }))
+}
+
+async fn refuse(mut socket: WebSocket, error: &ApiError) {
+    let _ = socket.send(error_frame(error)).await;
+    let _ = socket.send(close_message(1008, "refused")).await;
+}
+
+fn close_message(code: u16, reason: &'static str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: Utf8Bytes::from_static(reason),
+    }))
+}
+
+fn json_message(value: &impl Serialize) -> Message {
+    let text = serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned());
+    Message::Text(Utf8Bytes::from(text))
+}
+
+fn error_frame(error: &ApiError) -> Message {
+    json_message(&serde_json::json!({
+        "type": "error",
+        "data": error.message,
+        "code": error.code.as_str(),
+    }))
+}
+
+#[derive(Serialize)]
+struct OutputFrame<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    data: &'a str,
+    seq: Seq,
+}
+
+/// Client frames (docs/websocket.md).
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum ClientFrame {
+    Input {
+        data: String,
+    },
+    Resize {
+        cols: Option<u16>,
+        rows: Option<u16>,
+        data: Option<SizeData>,
+    },
+    Ping {
+        timestamp: Option<serde_json::Value>,
+    },
+}
+
+#[derive(Deserialize)]
+struct SizeData {
+    cols: u16,
+    rows: u16,
+}
+
+async fn serve(
+    socket: WebSocket,
+    mut connection: Connection,
+    ready: Ready,
+    mode: LiveMode,
+    transport: Transport,
+    preface: &Preface,
+) {
+    let (mut sink, mut stream) = socket.split();
+    let is_anonymous = matches!(preface, Preface::Anonymous { .. });
+    if let Preface::AnnounceId = preface {
+        let frame = serde_json::json!({"type": "session_id", "session_id": ready.session_id});
+        if sink.send(json_message(&frame)).await.is_err() {
+            return;
+        }
+    }
+    let ready_frame = serde_json::json!({
+        "type": "ready",
+        "session_id": (!is_anonymous).then_some(&ready.session_id),
+        "transport": transport.as_str(),
+        "backend": "native",
+        "resumed": ready.resumed,
+        "mode": mode.as_str(),
+        "seq": ready.seq,
+        "cols": ready.cols,
+        "rows": ready.rows,
+    });
+    if sink.send(json_message(&ready_frame)).await.is_err() {
+        return;
+    }
+    let mut text = TextFramer::default();
+    loop {
+        let flush_at = text.flush_at();
+        tokio::select! {
+            frame = connection.next() => {
+                let Some(frame) = frame else { break };
+                let (messages, close) = encode(&frame, transport, &mut text, &ready.session_id);
+                let mut sent = true;
+                for message in messages {
+                    if sink.send(message).await.is_err() {
+                        sent = false;
+                        break;
+                    }
+                }
+                if !sent {
+                    break;
+                }
+                if let LiveFrame::Output { seq, .. } = &frame
+                    && !text.is_holding()
+                {
+                    connection.delivered(*seq);
+                }
+                if let Some(close) = close {
+                    let _ = sink.send(close).await;
+                    break;
+                }
+            }
+            () = sleep_until(flush_at) => {
+                if let Some((message, seq)) = text.flush()
+                    && sink.send(message).await.is_ok()
+                {
+                    connection.delivered(seq);
+                }
+            }
+            message = stream.next() => {
+                let reply = match message {
+                    Some(Ok(Message::Text(body))) => on_text(&connection, body.as_str()).await,
+                    Some(Ok(Message::Binary(bytes))) => match transport {
+                        Transport::Binary => connection.input(&bytes).await.err().map(|e| error_frame(&e)),
+                        Transport::Json => Some(error_frame(&ApiError::invalid(
+                            "binary frames need protocol=binary; send {\"type\":\"input\",\"data\":…}",
+                        ))),
+                    },
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+                };
+                if let Some(reply) = reply
+                    && sink.send(reply).await.is_err()
+                {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+async fn on_text(connection: &Connection, body: &str) -> Option<Message> {
+    let frame = match serde_json::from_str::<ClientFrame>(body) {
+        Ok(frame) => frame,
+        Err(_) => {
+            return Some(error_frame(&ApiError::invalid(
+                "unknown frame: send {\"type\":\"input\",\"data\":…}, {\"type\":\"resize\",\"cols\":…,\"rows\":…} or {\"type\":\"ping\"}; nothing was written to the terminal",
+            )));
+        }
+    };
+    let outcome = match frame {
+        ClientFrame::Input { data } => connection.input(data.as_bytes()).await,
+        ClientFrame::Resize { cols, rows, data } => {
+            let size = match (cols, rows, data) {
+                (Some(cols), Some(rows), _) => TermSize::new(cols, rows),
+                (None, None, Some(data)) => TermSize::new(data.cols, data.rows),
+                _ => Err(ApiError::invalid(
+                    "resize needs cols and rows (or data: {cols, rows})",
+                )),
+            };
+            match size {
+                Ok(size) => connection.resize(size.cols, size.rows).await,
+                Err(error) => Err(error),
+            }
+        }
+        ClientFrame::Ping { timestamp } => {
+            return Some(json_message(
+                &serde_json::json!({"type": "pong", "timestamp": timestamp}),
+            ));
+        }
+    };
+    outcome.err().map(|error| error_frame(&error))
+}
+
+/// Turns a frame into messages; the second value is set when the connection closes after.
+fn encode(
+    frame: &LiveFrame,
+    transport: Transport,
+    text: &mut TextFramer,
+    session_id: &str,
+) -> (Vec<Message>, Option<Message>) {
+    let mut messages = Vec::new();
+    let mut close = None;
+    match frame {
+        LiveFrame::Output {
+            data,
+            seq,
+            is_replay,
+        } => match transport {
+            Transport::Binary => messages.push(Message::Binary(data.clone())),
+            Transport::Json => messages.extend(text.push(data, *seq, *is_replay)),
+        },
+        other => {
+            messages.extend(text.flush().map(|(message, _)| message));
+            let value = match other {
+                LiveFrame::Restored { seq } => serde_json::json!({
+                    "type": "terminal_restored", "session_id": session_id, "seq": seq,
+                }),
+                LiveFrame::Resize { cols, rows, seq } => serde_json::json!({
+                    "type": "resize", "cols": cols, "rows": rows, "seq": seq,
+                }),
+                LiveFrame::Lagged { seq } => serde_json::json!({"type": "lagged", "seq": seq}),
+                LiveFrame::Exit {
+                    exit_code,
+                    signal,
+                    seq,
+                } => {
+                    close = Some(close_message(1000, "exited"));
+                    serde_json::json!({
+                        "type": "exit", "exit_code": exit_code, "signal": signal, "seq": seq,
+                    })
+                }
+                LiveFrame::Replaced => {
+                    close = Some(close_message(1000, "relay replaced"));
+                    serde_json::json!({"type": "relay_replaced"})
+                }
+                LiveFrame::Failed(error) => {
+                    close = Some(close_message(1011, "failed"));
+                    serde_json::json!({
+                        "type": "error", "data": error.message, "code": error.code.as_str(),
+                    })
+                }
+                LiveFrame::Output { .. } => return (messages, close),
+            };
+            messages.push(json_message(&value));
+        }
+    }
+    (messages, close)
+}
+
+/// JSON frames carry text: output that ends inside a UTF-8 character is held (whole, so its
+/// `seq` stays exact) until the rest arrives, or for [`SPLIT_CHARACTER_WAIT`] at most.
+#[derive(Default)]
+struct TextFramer {
+    held: Vec<u8>,
+    seq: Seq,
+    is_replay: bool,
+    since: Option<Instant>,
+}
+
+impl TextFramer {
+    /// Output for a frame; `None` while it ends inside a character. Replay and live output
+    /// never mix in one frame (`terminal_restored` flushes between them).
+    fn push(&mut self, data: &[u8], seq: Seq, is_replay: bool) -> Option<Message> {
+        self.held.extend_from_slice(data);
+        self.seq = seq;
+        self.is_replay = is_replay;
+        if incomplete_tail_len(&self.held) > 0 {
+            self.since.get_or_insert_with(Instant::now);
+            return None;
+        }
+        self.since = None;
+        let held = std::mem::take(&mut self.held);
+        Some(self.message(&held))
+    }
+
+    fn message(&self, bytes: &[u8]) -> Message {
+        let data = String::from_utf8_lossy(bytes);
+        json_message(&OutputFrame {
+            kind: if self.is_replay {
+                "restore_output"
+            } else {
+                "output"
+            },
+            data: &data,
+            seq: self.seq,
+        })
+    }
+
+    fn is_holding(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    fn flush_at(&self) -> Option<Instant> {
+        self.since.map(|since| since + SPLIT_CHARACTER_WAIT)
+    }
+
+    /// Sends what is held as it is (a split character becomes U+FFFD).
+    fn flush(&mut self) -> Option<(Message, Seq)> {
+        self.since = None;
+        if self.held.is_empty() {
+            return None;
+        }
+        let held = std::mem::take(&mut self.held);
+        Some((self.message(&held), self.seq))
+    }
+}
+
+/// How many bytes at the end of `bytes` start a UTF-8 character that is not complete yet.
+fn incomplete_tail_len(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let byte = bytes[bytes.len() - back];
+        if byte & 0xC0 == 0x80 {
+            continue; // a continuation byte: look further back for the lead byte
+        }
+        let needed = match byte {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return 0,
+        };
+        return if back < needed { back } else { 0 };
+    }
+    0
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_characters_are_found_at_the_end_only() {
+        assert_eq!(incomplete_tail_len(b"abc"), 0);
+        assert_eq!(incomplete_tail_len("é".as_bytes()), 0);
+        assert_eq!(incomplete_tail_len(&"é".as_bytes()[..1]), 1);
+        assert_eq!(incomplete_tail_len(&"€".as_bytes()[..2]), 2);
+        assert_eq!(incomplete_tail_len(&"😀".as_bytes()[..3]), 3);
+        assert_eq!(incomplete_tail_len(b"ab\xff"), 0);
+    }
+
+    #[test]
+    fn a_character_split_across_events_arrives_whole() {
+        let mut framer = TextFramer::default();
+        let euro = "€".as_bytes();
+        assert!(framer.push(&[b'a', euro[0]], Seq(1), false).is_none());
+        assert!(framer.is_holding());
+        let Some(Message::Text(text)) = framer.push(&euro[1..], Seq(2), false) else {
+            panic!("expected a text frame");
+        };
+        assert_eq!(text.as_str(), r#"{"type":"output","data":"a€","seq":2}"#);
+        assert!(!framer.is_holding());
+    }
+}
