@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Every check and test: formatting, lints, unit and integration tests (the real binary with
-# real bash, dash and zsh). Installs the shells the tests drive when they are missing.
+# real bash, dash and zsh; tmux drives `attach` and `watch`). Installs the programs the tests
+# drive when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-for program in bash dash zsh setsid; do
+for program in bash dash zsh setsid tmux; do
   command -v "$program" >/dev/null || missing+=("$program")
 done
 if [ ${#missing[@]} -gt 0 ]; then

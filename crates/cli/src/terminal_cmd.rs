@@ -55,6 +55,28 @@ pub enum TerminalCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Follow the terminal's output live, read only (keys are never sent; ^C or the detach
+    /// key ends it). Replays the recent history first.
+    Watch {
+        terminal: String,
+        /// Replay exactly the output after this event seq instead of the recent history.
+        #[arg(long)]
+        since_seq: Option<u64>,
+        /// The key that ends watching.
+        #[arg(long, default_value = crate::live::DETACH_KEY_DEFAULT, value_parser = crate::live::parse_detach_key)]
+        detach_key: u8,
+    },
+    /// Use the terminal from this one (raw mode; the terminal follows this window's size).
+    /// The detach key leaves it running.
+    Attach {
+        terminal: String,
+        /// The key that detaches (default Ctrl-]).
+        #[arg(long, default_value = crate::live::DETACH_KEY_DEFAULT, value_parser = crate::live::parse_detach_key)]
+        detach_key: u8,
+        /// How much recent output to replay so the screen repaints (262144 … 10485760).
+        #[arg(long, default_value_t = 262_144)]
+        replay_bytes: usize,
+    },
     /// End the terminal's processes (its history stays).
     Kill {
         terminal: String,
@@ -205,6 +227,34 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
                 }
             }
             Ok(0)
+        }
+        TerminalCommand::Watch {
+            terminal,
+            since_seq,
+            detach_key,
+        } => {
+            let args = crate::live::LiveArgs {
+                terminal,
+                is_watch: true,
+                detach_key,
+                replay_bytes: 262_144,
+                since_seq,
+            };
+            crate::live::run(client, args).await
+        }
+        TerminalCommand::Attach {
+            terminal,
+            detach_key,
+            replay_bytes,
+        } => {
+            let args = crate::live::LiveArgs {
+                terminal,
+                is_watch: false,
+                detach_key,
+                replay_bytes,
+                since_seq: None,
+            };
+            crate::live::run(client, args).await
         }
         TerminalCommand::Kill { terminal, json } => {
             let closed: CloseResponse = client

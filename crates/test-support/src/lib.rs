@@ -242,3 +242,100 @@ pub fn data(answer: &ptyhub_client::Answer) -> &Value {
         .get("data")
         .unwrap_or_else(|| panic!("no data in {}", answer.body))
 }
+
+/// A private tmux server (its own socket name) with one session, for driving interactive
+/// commands the way a person does: keys in, the visible pane out. Killed when dropped.
+pub struct Tmux {
+    name: String,
+}
+
+impl Tmux {
+    /// Starts a `cols`×`rows` session running `command` under `sh -c`, with `env` added.
+    pub fn start(command: &str, cols: u16, rows: u16, env: &[(&str, &str)]) -> Self {
+        let name = format!("ptyhub-test-{}-{}", std::process::id(), rand_suffix());
+        let tmux = Self { name };
+        let mut args: Vec<String> = vec![
+            "new-session".into(),
+            "-d".into(),
+            "-s".into(),
+            "main".into(),
+            "-x".into(),
+            cols.to_string(),
+            "-y".into(),
+            rows.to_string(),
+        ];
+        for (key, value) in env {
+            args.push("-e".into());
+            args.push(format!("{key}={value}"));
+        }
+        args.push(command.to_owned());
+        tmux.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        tmux.run(&["set-option", "-g", "remain-on-exit", "on"]);
+        tmux
+    }
+
+    /// Runs a tmux command on this server; panics if it fails.
+    pub fn run(&self, args: &[&str]) -> String {
+        let output = Command::new("tmux")
+            .args(["-L", &self.name, "-f", "/dev/null"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run tmux (is it installed?): {e}"));
+        assert!(
+            output.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Types keys (tmux key names, e.g. `Enter`, `C-c`) into the pane.
+    pub fn send_keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "main"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    /// Types text literally, then Enter.
+    pub fn type_line(&self, text: &str) {
+        self.run(&["send-keys", "-t", "main", "-l", text]);
+        self.send_keys(&["Enter"]);
+    }
+
+    /// The visible pane.
+    pub fn capture(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "main"])
+    }
+
+    /// Waits until the pane shows `text`.
+    pub async fn wait_for(&self, text: &str) -> String {
+        let deadline = tokio::time::Instant::now() + default_timeout();
+        loop {
+            let pane = self.capture();
+            if pane.contains(text) {
+                return pane;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting until the pane shows {text:?}; it shows:\n{pane}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()))
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.name, "kill-server"])
+            .stdin(Stdio::null())
+            .output();
+    }
+}

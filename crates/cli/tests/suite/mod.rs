@@ -1,3 +1,4 @@
+mod attach;
 mod bad_input;
 mod cli;
 mod crash;

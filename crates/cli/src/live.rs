@@ -1,0 +1,315 @@
+//! `ptyhub terminal watch` and `attach`: a live connection (docs/websocket.md) between the
+//! local terminal and a ptyhub terminal, as a peer of every other connection.
+//!
+//! Both put the local terminal in raw mode for as long as they run and restore it on every
+//! way out (detach, the terminal's exit, a dropped connection, an error). `watch` never
+//! writes: what is typed is read and dropped (a detach key or ^C ends it), so neither keys nor
+//! the local terminal's answers to queries ever reach the program. `attach` forwards every
+//! key but the detach key, and keeps the terminal's size equal to the local one.
+
+#![allow(clippy::print_stderr, reason = "status lines go to the local terminal")]
+
+use std::io::Write as _;
+use std::os::fd::AsFd;
+
+use std::os::fd::OwnedFd;
+
+use futures_util::{SinkExt, StreamExt};
+use ptyhub_client::{Client, ClientError, LiveMessage};
+use rustix::event::{EventfdFlags, PollFd, PollFlags};
+use rustix::termios::{self, OptionalActions, Termios};
+use tokio::sync::mpsc;
+
+/// The detach key unless `--detach-key` says otherwise: Ctrl-] (as telnet and dtach use).
+pub const DETACH_KEY_DEFAULT: &str = "ctrl-]";
+
+/// Parses `ctrl-X` (or a single character) into the byte the terminal sends.
+pub fn parse_detach_key(spec: &str) -> Result<u8, String> {
+    let lower = spec.to_ascii_lowercase();
+    let key = match lower
+        .strip_prefix("ctrl-")
+        .or_else(|| lower.strip_prefix("c-"))
+    {
+        Some(rest) if rest.len() == 1 => {
+            let c = rest.as_bytes()[0];
+            match c {
+                b'a'..=b'z' => c - b'a' + 1,
+                b'@' => 0,
+                b'[' | b'\\' | b']' | b'^' | b'_' => c - b'@',
+                _ => return Err(format!("no control key for {spec:?}")),
+            }
+        }
+        None if spec.len() == 1 => spec.as_bytes()[0],
+        _ => {
+            return Err(format!(
+                "detach key must look like ctrl-] or ctrl-q, not {spec:?}"
+            ));
+        }
+    };
+    Ok(key)
+}
+
+/// Restores the local terminal's modes when dropped.
+struct RawMode {
+    saved: Option<Termios>,
+}
+
+impl RawMode {
+    fn enter() -> Self {
+        let stdin = std::io::stdin();
+        let Ok(saved) = termios::tcgetattr(stdin.as_fd()) else {
+            return Self { saved: None }; // not a terminal: nothing to change or restore
+        };
+        let mut raw = saved.clone();
+        raw.make_raw();
+        if termios::tcsetattr(stdin.as_fd(), OptionalActions::Now, &raw).is_err() {
+            return Self { saved: None };
+        }
+        Self { saved: Some(saved) }
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            let _ = termios::tcsetattr(std::io::stdin().as_fd(), OptionalActions::Now, saved);
+        }
+    }
+}
+
+/// Reads keys on a thread that only reads once `poll` says a read will not block, and that
+/// can be stopped: when the session ends, no key typed afterwards is swallowed by a read
+/// still waiting (what a blocking reader on stdin would do).
+struct Keys {
+    received: mpsc::Receiver<Vec<u8>>,
+    stop: OwnedFd,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Keys {
+    fn start() -> std::io::Result<Self> {
+        let stop = rustix::event::eventfd(0, EventfdFlags::CLOEXEC)?;
+        let stop_seen = stop.try_clone()?;
+        let (sender, received) = mpsc::channel(16);
+        let thread = std::thread::Builder::new()
+            .name("keys".to_owned())
+            .spawn(move || {
+                let stdin = std::io::stdin();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let mut fds = [
+                        PollFd::new(&stdin, PollFlags::IN),
+                        PollFd::new(&stop_seen, PollFlags::IN),
+                    ];
+                    if rustix::event::poll(&mut fds, None).is_err() {
+                        continue;
+                    }
+                    if !fds[1].revents().is_empty() {
+                        return;
+                    }
+                    if fds[0].revents().is_empty() {
+                        continue;
+                    }
+                    match rustix::io::read(&stdin, &mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            if sender.blocking_send(buf[..n].to_vec()).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            })?;
+        Ok(Self {
+            received,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        let _ = rustix::io::write(&self.stop, &1u64.to_ne_bytes());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The local terminal's size, if stdout is one.
+fn local_size() -> Option<(u16, u16)> {
+    let size = termios::tcgetwinsize(std::io::stdout().as_fd()).ok()?;
+    (size.ws_col > 0 && size.ws_row > 0).then_some((size.ws_col, size.ws_row))
+}
+
+/// Leaves modes a program may have set on the local terminal (alternate screen, hidden
+/// cursor, bracketed paste, mouse reporting, colours).
+const LOCAL_RESET: &[u8] =
+    b"\x1b[0m\x1b[?1049l\x1b[?25h\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1006l\x1b[?1l\x1b>";
+
+pub struct LiveArgs {
+    pub terminal: String,
+    pub is_watch: bool,
+    pub detach_key: u8,
+    pub replay_bytes: usize,
+    pub since_seq: Option<u64>,
+}
+
+/// Runs a live session; returns the exit status for the shell.
+pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
+    let mode = if args.is_watch { "watch" } else { "attach" };
+    let replay = match args.since_seq {
+        Some(seq) => format!("since_seq={seq}"),
+        None => format!("restore=true&replay_bytes={}", args.replay_bytes),
+    };
+    let path = format!(
+        "/v2/pty/sessions/{}/ws?mode={mode}&protocol=binary&{replay}",
+        args.terminal
+    );
+    let socket = client.websocket(&path).await?;
+    let (mut sink, mut stream) = socket.split();
+    let raw = RawMode::enter();
+    let key_name = detach_key_name(args.detach_key);
+    eprint!(
+        "[ptyhub: {mode} {} — {key_name} to detach]\r\n",
+        args.terminal
+    );
+    let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+        .map_err(|e| ClientError::Http(format!("cannot watch the window size: {e}")))?;
+    if !args.is_watch
+        && let Some((cols, rows)) = local_size()
+    {
+        let _ = sink.send(resize_frame(cols, rows)).await;
+    }
+    let mut keys =
+        Keys::start().map_err(|e| ClientError::Http(format!("cannot read the keyboard: {e}")))?;
+    let mut stdout = std::io::stdout();
+    let mut is_stdin_open = true;
+    let outcome = loop {
+        tokio::select! {
+            message = stream.next() => match message {
+                Some(Ok(LiveMessage::Binary(bytes))) => {
+                    if stdout.write_all(&bytes).and_then(|()| stdout.flush()).is_err() {
+                        break Outcome::Ended("the local output closed".to_owned(), 1);
+                    }
+                }
+                Some(Ok(LiveMessage::Text(text))) => {
+                    if let Some(outcome) = control_frame(text.as_str()) {
+                        break outcome;
+                    }
+                }
+                Some(Ok(LiveMessage::Close(_))) | None => {
+                    break Outcome::Ended("the connection closed".to_owned(), 1);
+                }
+                Some(Ok(_)) => {}
+                Some(Err(error)) => break Outcome::Ended(format!("connection lost: {error}"), 1),
+            },
+            read = keys.received.recv(), if is_stdin_open => match read {
+                None => {
+                    // No more keys (stdin is not a terminal or was closed): watch on.
+                    is_stdin_open = false;
+                }
+                Some(typed) => {
+                    let n = typed.len();
+                    let detach_at = typed.iter().position(|&b| {
+                        b == args.detach_key || (args.is_watch && b == 0x03)
+                    });
+                    let forward = &typed[..detach_at.unwrap_or(n)];
+                    if !args.is_watch && !forward.is_empty() {
+                        let _ = sink.send(LiveMessage::Binary(forward.to_vec().into())).await;
+                    }
+                    if detach_at.is_some() {
+                        break Outcome::Detached;
+                    }
+                }
+            },
+            _ = winch.recv() => {
+                if !args.is_watch && let Some((cols, rows)) = local_size() {
+                    let _ = sink.send(resize_frame(cols, rows)).await;
+                }
+            }
+        }
+    };
+    drop(keys);
+    let _ = sink.send(LiveMessage::Close(None)).await;
+    let _ = stdout.write_all(LOCAL_RESET);
+    let _ = stdout.flush();
+    drop(raw);
+    Ok(match outcome {
+        Outcome::Detached => {
+            eprintln!("\n[ptyhub: detached from {}]", args.terminal);
+            0
+        }
+        Outcome::Exited(code) => {
+            eprintln!("\n[ptyhub: {} exited with code {code}]", args.terminal);
+            0
+        }
+        Outcome::Ended(why, status) => {
+            eprintln!("\n[ptyhub: {why}]");
+            status
+        }
+    })
+}
+
+enum Outcome {
+    Detached,
+    Exited(i32),
+    Ended(String, i32),
+}
+
+/// Acts on a JSON frame in binary mode; `Some` ends the session.
+fn control_frame(text: &str) -> Option<Outcome> {
+    let frame: serde_json::Value = serde_json::from_str(text).ok()?;
+    match frame["type"].as_str() {
+        Some("exit") => Some(Outcome::Exited(
+            frame["exit_code"]
+                .as_i64()
+                .and_then(|c| i32::try_from(c).ok())
+                .unwrap_or(-1),
+        )),
+        Some("error") => {
+            let message = frame["data"].as_str().unwrap_or("error");
+            let code = frame["code"].as_str().unwrap_or("ERROR");
+            // A refused keystroke is not the end of a session; anything else is.
+            (code != "INVALID_INPUT" && code != "PERMISSION_DENIED" && code != "BUSY")
+                .then(|| Outcome::Ended(format!("{code}: {message}"), 2))
+        }
+        Some("relay_replaced") => Some(Outcome::Ended(
+            "replaced by another connection".to_owned(),
+            1,
+        )),
+        _ => None,
+    }
+}
+
+fn resize_frame(cols: u16, rows: u16) -> LiveMessage {
+    LiveMessage::Text(
+        serde_json::json!({"type": "resize", "cols": cols, "rows": rows})
+            .to_string()
+            .into(),
+    )
+}
+
+fn detach_key_name(key: u8) -> String {
+    match key {
+        0..=31 => format!("Ctrl-{}", char::from(key + b'@')),
+        _ => char::from(key).to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detach_keys_parse_to_control_bytes() {
+        assert_eq!(parse_detach_key("ctrl-]"), Ok(0x1d));
+        assert_eq!(parse_detach_key("Ctrl-Q"), Ok(0x11));
+        assert_eq!(parse_detach_key("c-\\"), Ok(0x1c));
+        assert_eq!(parse_detach_key("q"), Ok(b'q'));
+        assert!(parse_detach_key("ctrl-1").is_err());
+        assert!(parse_detach_key("meta-x").is_err());
+        assert_eq!(detach_key_name(0x1d), "Ctrl-]");
+    }
+}
