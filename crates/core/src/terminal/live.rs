@@ -544,6 +544,17 @@ impl Connection {
                             }
                             self.phase = Phase::Live;
                         }
+                        Ok(_) if events.first().is_some_and(|e| e.seq > self.last.next()) => {
+                            // The log no longer keeps where this connection was: say so rather
+                            // than skip output silently.
+                            self.pending.push_back(LiveFrame::Failed(ApiError::new(
+                                ErrorCode::CursorExpired,
+                                format!(
+                                    "this connection fell behind what the log keeps (it had seq {}); reconnect",
+                                    self.last
+                                ),
+                            )));
+                        }
                         Ok(_) => {
                             let frames: Vec<LiveEvent> =
                                 events.drain(..).map(LiveEvent::from_event).collect();
