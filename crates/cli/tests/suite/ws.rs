@@ -631,3 +631,33 @@ async fn a_terminal_query_gets_exactly_one_answer() {
     assert!(relay_seen.text.contains("got:5;7."), "{}", relay_seen.text);
     assert!(!relay_seen.text.contains("9;9"), "{}", relay_seen.text);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_replays_the_newest_output_within_replay_bytes_from_a_line_start() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    exec(&client, &id, "seq 1 200000").await;
+    let mut watcher = connect(
+        &client,
+        &ws_path(&id, "mode=watch&restore=true&replay_bytes=262144"),
+    )
+    .await;
+    next_json(&mut watcher).await;
+    let mut seen = Seen::default();
+    read_until(&mut watcher, &mut seen, |s| {
+        s.frames.iter().any(|f| f["type"] == "terminal_restored")
+    })
+    .await;
+    let replayed = seen.restored.len();
+    assert!(
+        (100_000..=262_144).contains(&replayed),
+        "replayed {replayed} bytes"
+    );
+    let first = seen.restored.split("\r\n").next().unwrap_or_default();
+    assert!(
+        first.parse::<u64>().is_ok(),
+        "the replay starts at a line: {first:?}"
+    );
+    assert!(seen.restored.contains("\r\n200000\r\n"), "the newest output is there");
+}

@@ -34,10 +34,10 @@ use crate::holder::log::LogReader;
 const LIVE_EVENTS_BUFFERED: usize = 128;
 /// A frame carries at most about this much output (consecutive events are merged up to it).
 pub const FRAME_MAX_BYTES: usize = 256 * 1024;
-/// Output between two replay checkpoints.
-const CHECKPOINT_STRIDE_BYTES: u64 = 256 * 1024;
-/// Checkpoints kept (enough to cover more than the event log keeps).
-const CHECKPOINTS_KEPT: usize = 1024;
+/// Output between two replay checkpoints: a replay is at most this much shorter than asked.
+const CHECKPOINT_STRIDE_BYTES: u64 = 16 * 1024;
+/// Checkpoints kept: enough to cover the longest replay (16 KiB of memory at most).
+const CHECKPOINTS_KEPT: usize = (REPLAY_BYTES_MAX as u64 / CHECKPOINT_STRIDE_BYTES) as usize + 2;
 /// Peers (attach and watch) on one terminal at most.
 pub const PEERS_MAX: usize = 256;
 /// Replay bounds (seed 000).
