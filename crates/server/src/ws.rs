@@ -27,6 +27,11 @@ use crate::http_error::{HttpError, QueryParams};
 
 /// Largest frame or message a client may send.
 const CLIENT_MESSAGE_MAX_BYTES: usize = 1024 * 1024;
+/// The server pings a quiet client this often…
+const KEEPALIVE_EVERY: Duration = Duration::from_secs(30);
+/// …and drops one it has heard nothing from (not even a pong) for this long, so a vanished
+/// client cannot hold a terminal's relay slot or keep it from being idle.
+const CLIENT_SILENCE_MAX: Duration = Duration::from_secs(90);
 /// How long output that ends inside a UTF-8 character waits for the rest before it is sent
 /// with a replacement character.
 const SPLIT_CHARACTER_WAIT: Duration = Duration::from_millis(50);
@@ -341,9 +346,20 @@ async fn serve(
         return;
     }
     let mut text = TextFramer::default();
+    let mut keepalive = tokio::time::interval_at(Instant::now() + KEEPALIVE_EVERY, KEEPALIVE_EVERY);
+    let mut heard_at = Instant::now();
     loop {
         let flush_at = text.flush_at();
         tokio::select! {
+            _ = keepalive.tick() => {
+                if heard_at.elapsed() > CLIENT_SILENCE_MAX {
+                    let _ = sink.send(close_message(1001, "client silent")).await;
+                    break;
+                }
+                if sink.send(Message::Ping(Default::default())).await.is_err() {
+                    break;
+                }
+            }
             frame = connection.next() => {
                 let Some(frame) = frame else { break };
                 let (messages, close) = encode(&frame, transport, &mut text, &ready.session_id);
@@ -375,6 +391,7 @@ async fn serve(
                 }
             }
             message = stream.next() => {
+                heard_at = Instant::now();
                 let reply = match message {
                     Some(Ok(Message::Text(body))) => on_text(&connection, body.as_str()).await,
                     Some(Ok(Message::Binary(bytes))) => match transport {

@@ -659,5 +659,8 @@ async fn a_restore_replays_the_newest_output_within_replay_bytes_from_a_line_sta
         first.parse::<u64>().is_ok(),
         "the replay starts at a line: {first:?}"
     );
-    assert!(seen.restored.contains("\r\n200000\r\n"), "the newest output is there");
+    assert!(
+        seen.restored.contains("\r\n200000\r\n"),
+        "the newest output is there"
+    );
 }
