@@ -78,12 +78,15 @@ pub struct CreateSpec {
     pub size: Option<TermSize>,
     pub env: BTreeMap<String, String>,
     pub shell: Option<String>,
+    /// Lives and dies with one connection (`/v2/pty/ws`): never listed.
+    pub anonymous: bool,
 }
 
 struct Entry {
     handle: TerminalHandle,
     dir: PathBuf,
     is_closed: bool,
+    is_anonymous: bool,
     /// The last request that used it.
     last_used: Instant,
     /// Per-terminal default `no_change_timeout` (v1 `sessions/create` and `update`).
@@ -91,11 +94,12 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(handle: TerminalHandle, dir: PathBuf, is_closed: bool) -> Self {
+    fn new(handle: TerminalHandle, dir: PathBuf, is_closed: bool, is_anonymous: bool) -> Self {
         Self {
             handle,
             dir,
             is_closed,
+            is_anonymous,
             last_used: Instant::now(),
             no_change_timeout: None,
         }
@@ -125,13 +129,25 @@ impl Registry {
     /// to their holder and rebuild their screen from the log).
     pub async fn discover(&self) -> usize {
         let found = self.config.state_dir.discover();
-        let mut entries = self.entries.lock().await;
         let count = found.len();
-        for (dir, meta) in found {
-            let key = (meta.owner.clone(), meta.id.clone());
-            let is_closed = meta.closed;
-            let handle = TerminalHandle::spawn(dir.clone(), meta);
-            entries.insert(key, Entry::new(handle, dir, is_closed));
+        let mut orphans = Vec::new();
+        {
+            let mut entries = self.entries.lock().await;
+            for (dir, meta) in found {
+                let key = (meta.owner.clone(), meta.id.clone());
+                let (is_closed, is_anonymous) = (meta.closed, meta.anonymous);
+                if is_anonymous && !is_closed {
+                    orphans.push(key.clone());
+                }
+                let handle = TerminalHandle::spawn(dir.clone(), meta);
+                entries.insert(key, Entry::new(handle, dir, is_closed, is_anonymous));
+            }
+        }
+        // An anonymous terminal's connection ended with the previous server: so does it.
+        for (owner, id) in orphans {
+            if let Err(error) = self.close(&owner, id.as_str()).await {
+                tracing::warn!(%id, %error, "cannot close an orphaned anonymous terminal");
+            }
         }
         count
     }
@@ -285,7 +301,9 @@ impl Registry {
             let entries = self.entries.lock().await;
             entries
                 .iter()
-                .filter(|((o, _), e)| o == owner && (include_closed || !e.is_closed))
+                .filter(|((o, _), e)| {
+                    o == owner && !e.is_anonymous && (include_closed || !e.is_closed)
+                })
                 .map(|(_, e)| e.handle.clone())
                 .collect()
         };
@@ -387,6 +405,7 @@ impl Registry {
             ended_at: None,
             closed: false,
             integration_nonce: nonce,
+            anonymous: spec.anonymous,
         };
         state_dir::write_meta(&dir, &meta)
             .map_err(|e| ApiError::internal(format!("cannot write meta.json: {e}")))?;
@@ -419,7 +438,7 @@ impl Registry {
         self.entries
             .lock()
             .await
-            .insert(key, Entry::new(handle.clone(), dir, false));
+            .insert(key, Entry::new(handle.clone(), dir, false, spec.anonymous));
         Ok((handle, true))
     }
 

@@ -58,6 +58,10 @@ pub struct TerminalMeta {
     /// Secret carried by the shell integration's marks, so program output cannot forge them.
     #[serde(default)]
     pub integration_nonce: String,
+    /// A terminal that lives and dies with the one connection that opened it
+    /// (`/v2/pty/ws`): never listed, closed when a restarted server finds it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub anonymous: bool,
 }
 
 /// The state directory root and its layout.

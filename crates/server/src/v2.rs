@@ -88,6 +88,7 @@ async fn create(
         size,
         env: params.env.unwrap_or_default(),
         shell: params.shell,
+        anonymous: false,
     };
     let (handle, is_new) = state.registry.create(&principal.owner, spec).await?;
     let info = handle.info().await?;

@@ -194,10 +194,11 @@ async fn anonymous_ws(
     let transport = query.transport()?;
     principal.require(Capability::Create)?;
     require(&principal, LiveMode::Relay { durable: false })?;
-    let (handle, _) = state
-        .registry
-        .create(&principal.owner, CreateSpec::default())
-        .await?;
+    let spec = CreateSpec {
+        anonymous: true,
+        ..CreateSpec::default()
+    };
+    let (handle, _) = state.registry.create(&principal.owner, spec).await?;
     let info = handle.info().await?;
     let options = ConnectOptions {
         mode: LiveMode::Relay { durable: false },

@@ -473,23 +473,38 @@ async fn binary_transport_anonymous_and_v1_routes() {
 
     // /v2/pty/ws: a terminal that lives and dies with its connection.
     let before = live_ids(&client).await;
-    let mut anonymous = connect(&client, "/v2/pty/ws").await;
-    let ready = next_json(&mut anonymous).await;
+    let mut anonymous_socket = connect(&client, "/v2/pty/ws").await;
+    let ready = next_json(&mut anonymous_socket).await;
     assert_eq!(ready["type"], "ready");
     assert!(ready["session_id"].is_null(), "never announced: {ready}");
     send_json(
-        &mut anonymous,
+        &mut anonymous_socket,
         json!({"type": "input", "data": "echo anon-$((1 + 1))\n"}),
     )
     .await;
     let mut seen = Seen::default();
-    read_until(&mut anonymous, &mut seen, |s| s.text.contains("anon-2")).await;
-    let during = live_ids(&client).await;
-    assert_eq!(during.len(), before.len() + 1);
-    drop(anonymous);
-    wait_until("the anonymous terminal is closed", || async {
-        (live_ids(&client).await.len() == before.len()).then_some(())
+    read_until(&mut anonymous_socket, &mut seen, |s| {
+        s.text.contains("anon-2")
     })
+    .await;
+    assert_eq!(
+        live_ids(&client).await,
+        before,
+        "an anonymous terminal is never listed"
+    );
+    let anonymous = |hub: &Ptyhub| -> Vec<Value> {
+        hub.metas()
+            .into_iter()
+            .filter(|m| m["anonymous"] == true)
+            .collect()
+    };
+    assert_eq!(anonymous(&hub).len(), 1);
+    assert_eq!(anonymous(&hub)[0]["closed"], false);
+    drop(anonymous_socket);
+    wait_until(
+        "the anonymous terminal is closed with its connection",
+        || async { (anonymous(&hub)[0]["closed"] == true).then_some(()) },
+    )
     .await;
     for query in ["durable=true", "restore=true"] {
         let refused = client.websocket(&format!("/v2/pty/ws?{query}")).await;
@@ -663,4 +678,30 @@ async fn a_restore_replays_the_newest_output_within_replay_bytes_from_a_line_sta
         seen.restored.contains("\r\n200000\r\n"),
         "the newest output is there"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anonymous_terminal_ends_with_the_server_that_held_its_connection() {
+    let mut hub = start();
+    let client = hub.http();
+    let mut socket = connect(&client, "/v2/pty/ws").await;
+    next_json(&mut socket).await;
+    let is_open = |hub: &Ptyhub| {
+        hub.metas()
+            .iter()
+            .any(|m| m["anonymous"] == true && m["closed"] == false)
+    };
+    assert!(is_open(&hub));
+    hub.kill_server();
+    drop(socket);
+    hub.restart();
+    wait_until("the orphaned anonymous terminal is closed", || async {
+        (!is_open(&hub)).then_some(())
+    })
+    .await;
+    let pids = hub.holder_pids();
+    wait_until("its holder is gone", || async {
+        (!pids.iter().any(|&p| ptyhub_test_support::is_alive(p))).then_some(())
+    })
+    .await;
 }
