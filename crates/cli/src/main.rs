@@ -1,6 +1,7 @@
 //! The one `ptyhub` binary: `serve`, the `terminal` client commands over the local socket, and
 //! the hidden `holder` entry that every terminal's holder process runs.
 
+mod export;
 mod live;
 mod mcp;
 mod paths;

@@ -6,7 +6,9 @@ use std::path::Path;
 
 use clap::Subcommand;
 use ptyhub_client::{Client, ClientError, Method};
-use ptyhub_protocol::api::{CloseResponse, CommandResult, ScreenResponse, TerminalInfo};
+use ptyhub_protocol::api::{
+    CloseResponse, CommandResult, ScreenResponse, SendResponse, SignalResponse, TerminalInfo,
+};
 use serde_json::{Value, json};
 
 #[derive(Subcommand)]
@@ -48,6 +50,43 @@ pub enum TerminalCommand {
         json: bool,
         #[arg(last = true, required = true)]
         command: Vec<String>,
+    },
+    /// Type text into the terminal (Enter unless --no-submit), then wait until the program
+    /// reads again, goes quiet, exits or the deadline passes; print what it printed. The wait
+    /// reason goes to stderr (stdin_read, inferred_idle, timeout, session_exit).
+    Send {
+        terminal: String,
+        /// Do not press Enter after the text.
+        #[arg(long)]
+        no_submit: bool,
+        /// Seconds to wait at most.
+        #[arg(long, default_value_t = 30.0)]
+        deadline: f64,
+        /// Seconds of quiet output (while nothing reads) that count as idle.
+        #[arg(long, default_value_t = 2.0)]
+        idle_window: f64,
+        #[arg(long)]
+        json: bool,
+        #[arg(last = true, required = true)]
+        text: Vec<String>,
+    },
+    /// Send a signal (INT, TERM, KILL, HUP, QUIT, TSTP, CONT, WINCH, USR1, USR2) to the
+    /// terminal's foreground program.
+    Signal {
+        terminal: String,
+        signal: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the terminal's whole recorded history: `asciicast` (asciinema v2, plays back with
+    /// timing), `raw` (the output bytes) or `jsonl` (the event log's lines).
+    Export {
+        terminal: String,
+        #[arg(long, default_value = "asciicast", value_parser = ["asciicast", "raw", "jsonl"])]
+        format: String,
+        /// Write here instead of stdout.
+        #[arg(long, short)]
+        output: Option<std::path::PathBuf>,
     },
     /// Print the visible screen.
     Screen {
@@ -226,6 +265,89 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
                     println!("{}", clean(&line));
                 }
             }
+            Ok(0)
+        }
+        TerminalCommand::Send {
+            terminal,
+            no_submit,
+            deadline,
+            idle_window,
+            json,
+            text,
+        } => {
+            let body = json!({
+                "text": text.join(" "),
+                "submit": !no_submit,
+                "deadline": deadline,
+                "idle_window": idle_window,
+            });
+            let sent: SendResponse = client
+                .call(Method::POST, &path(&terminal, "/send"), Some(&body))
+                .await?;
+            if json {
+                print_json(&sent);
+            } else {
+                print!("{}", sent.output);
+                if !sent.output.is_empty() && !sent.output.ends_with('\n') {
+                    println!();
+                }
+                let reason = serde_json::to_value(sent.wait_reason).unwrap_or_default();
+                eprintln!(
+                    "[{}{}{}]",
+                    reason.as_str().unwrap_or("?"),
+                    sent.foreground_program
+                        .as_deref()
+                        .map(|p| format!(", program: {}", clean(p)))
+                        .unwrap_or_default(),
+                    if sent.is_password_prompt {
+                        ", password prompt"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            Ok(sent.exit_code.unwrap_or(0))
+        }
+        TerminalCommand::Signal {
+            terminal,
+            signal,
+            json,
+        } => {
+            let body = json!({ "signal": signal });
+            let sent: SignalResponse = client
+                .call(Method::POST, &path(&terminal, "/signal"), Some(&body))
+                .await?;
+            if json {
+                print_json(&sent);
+            } else {
+                println!(
+                    "sent SIG{} to {}{}",
+                    sent.signal,
+                    sent.program
+                        .as_deref()
+                        .map(clean)
+                        .unwrap_or_else(|| "?".to_owned()),
+                    if sent.is_shell { " (the shell)" } else { "" }
+                );
+            }
+            Ok(0)
+        }
+        TerminalCommand::Export {
+            terminal,
+            format,
+            output,
+        } => {
+            let mut out: Box<dyn std::io::Write> = match &output {
+                Some(path) => Box::new(std::io::BufWriter::new(
+                    std::fs::File::create(path).map_err(|e| {
+                        ClientError::Http(format!("cannot create {}: {e}", path.display()))
+                    })?,
+                )),
+                None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+            };
+            crate::export::export(client, &terminal, &format, &mut out).await?;
+            out.flush()
+                .map_err(|e| ClientError::Http(format!("cannot write: {e}")))?;
             Ok(0)
         }
         TerminalCommand::Watch {

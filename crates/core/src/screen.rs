@@ -43,6 +43,29 @@ impl Utf8Decoder {
         }
         out
     }
+
+    /// What is left: an incomplete character at the very end, as U+FFFD.
+    pub fn finish(&mut self) -> String {
+        String::from_utf8_lossy(&std::mem::take(&mut self.carry)).into_owned()
+    }
+}
+
+/// How many bytes at the end of `bytes` start a UTF-8 character that is not complete yet.
+pub fn incomplete_utf8_tail(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let byte = bytes[bytes.len() - back];
+        if byte & 0xC0 == 0x80 {
+            continue; // a continuation byte: look further back for the lead byte
+        }
+        let needed = match byte {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return 0,
+        };
+        return if back < needed { back } else { 0 };
+    }
+    0
 }
 
 /// What a client sees of the screen.
@@ -145,6 +168,16 @@ fn fallback_terminal() -> avt::Terminal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_characters_are_found_at_the_end_only() {
+        assert_eq!(incomplete_utf8_tail(b"abc"), 0);
+        assert_eq!(incomplete_utf8_tail("é".as_bytes()), 0);
+        assert_eq!(incomplete_utf8_tail(&"é".as_bytes()[..1]), 1);
+        assert_eq!(incomplete_utf8_tail(&"€".as_bytes()[..2]), 2);
+        assert_eq!(incomplete_utf8_tail(&"😀".as_bytes()[..3]), 3);
+        assert_eq!(incomplete_utf8_tail(b"ab\xff"), 0);
+    }
 
     #[test]
     fn split_characters_are_decoded_whole() {

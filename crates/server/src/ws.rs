@@ -11,6 +11,7 @@ use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
 use ptyhub_core::registry::CreateSpec;
+use ptyhub_core::screen::incomplete_utf8_tail;
 use ptyhub_core::terminal::TerminalHandle;
 use ptyhub_core::terminal::live::{
     ConnectOptions, Connection, LiveFrame, LiveMode, REPLAY_BYTES_MAX, REPLAY_BYTES_MIN, Ready,
@@ -520,7 +521,7 @@ impl TextFramer {
         self.held.extend_from_slice(data);
         self.seq = seq;
         self.is_replay = is_replay;
-        if incomplete_tail_len(&self.held) > 0 {
+        if incomplete_utf8_tail(&self.held) > 0 {
             self.since.get_or_insert_with(Instant::now);
             return None;
         }
@@ -561,24 +562,6 @@ impl TextFramer {
     }
 }
 
-/// How many bytes at the end of `bytes` start a UTF-8 character that is not complete yet.
-fn incomplete_tail_len(bytes: &[u8]) -> usize {
-    for back in 1..=bytes.len().min(3) {
-        let byte = bytes[bytes.len() - back];
-        if byte & 0xC0 == 0x80 {
-            continue; // a continuation byte: look further back for the lead byte
-        }
-        let needed = match byte {
-            0xC2..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF4 => 4,
-            _ => return 0,
-        };
-        return if back < needed { back } else { 0 };
-    }
-    0
-}
-
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -589,16 +572,6 @@ async fn sleep_until(at: Option<Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn split_characters_are_found_at_the_end_only() {
-        assert_eq!(incomplete_tail_len(b"abc"), 0);
-        assert_eq!(incomplete_tail_len("é".as_bytes()), 0);
-        assert_eq!(incomplete_tail_len(&"é".as_bytes()[..1]), 1);
-        assert_eq!(incomplete_tail_len(&"€".as_bytes()[..2]), 2);
-        assert_eq!(incomplete_tail_len(&"😀".as_bytes()[..3]), 3);
-        assert_eq!(incomplete_tail_len(b"ab\xff"), 0);
-    }
 
     #[test]
     fn a_character_split_across_events_arrives_whole() {
