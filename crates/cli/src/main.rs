@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ptyhub_core::holder::launch::HolderLauncher;
+use ptyhub_core::holder::log::{EVENT_LOG_KEEP_BYTES, EVENT_LOG_KEEP_MIN_BYTES};
 use ptyhub_core::registry::{Limits, Registry, RegistryConfig};
 use ptyhub_core::state_dir::StateDir;
 use ptyhub_server::{Server, ServerConfig};
@@ -69,6 +70,16 @@ struct ServeArgs {
     /// Seconds without use after which a terminal is closed.
     #[arg(long, env = "PTYHUB_IDLE_CLOSE_SECS", default_value_t = 3600)]
     idle_close_secs: u64,
+    /// Bytes of event log each terminal keeps (older rotated segments are deleted); a suffix
+    /// K, M or G counts in KiB, MiB or GiB. At least 64K.
+    #[arg(
+        long,
+        env = "PTYHUB_EVENT_LOG_KEEP",
+        value_name = "BYTES",
+        default_value_t = EVENT_LOG_KEEP_BYTES,
+        value_parser = parse_event_log_keep
+    )]
+    event_log_keep: u64,
     /// Bearer token (default: generated on first start and kept in <state dir>/token).
     #[arg(long, env = "PTYHUB_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -124,6 +135,36 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// A byte count with an optional binary suffix (`262144`, `256K`, `64MiB`), at least
+/// [`EVENT_LOG_KEEP_MIN_BYTES`].
+fn parse_event_log_keep(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, suffix) = text.split_at(digits);
+    let unit: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a byte count (like 67108864 or 64M)"
+            ));
+        }
+    };
+    let bytes = number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("{text:?} is not a byte count (like 67108864 or 64M)"))?;
+    if bytes < EVENT_LOG_KEEP_MIN_BYTES {
+        return Err(format!(
+            "{bytes} bytes is too little: a terminal keeps at least {EVENT_LOG_KEEP_MIN_BYTES} bytes (64K) of event log"
+        ));
+    }
+    Ok(bytes)
+}
+
 fn exit_code(code: i32) -> std::process::ExitCode {
     std::process::ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
 }
@@ -145,6 +186,7 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
         limits: Limits {
             max_live: args.max_terminals.max(1),
             idle_close: Duration::from_secs(args.idle_close_secs.max(1)),
+            event_log_keep: args.event_log_keep,
         },
     })
     .with_context(|| format!("cannot create runtime dir {}", runtime_dir.display()))?;
@@ -206,5 +248,32 @@ async fn wait_for_stop_signal() {
         _ => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_log_keep_takes_bytes_or_a_binary_suffix_and_refuses_too_little() {
+        assert_eq!(parse_event_log_keep("67108864"), Ok(EVENT_LOG_KEEP_BYTES));
+        assert_eq!(parse_event_log_keep("64M"), Ok(EVENT_LOG_KEEP_BYTES));
+        assert_eq!(parse_event_log_keep("256KiB"), Ok(256 * 1024));
+        assert_eq!(parse_event_log_keep("65536"), Ok(65536));
+        assert_eq!(parse_event_log_keep("1g"), Ok(1 << 30));
+        for refused in [
+            "65535",
+            "63K",
+            "0",
+            "",
+            "M",
+            "12 parsecs",
+            "-1",
+            "99999999999999999999G",
+        ] {
+            assert!(parse_event_log_keep(refused).is_err(), "{refused:?}");
+        }
+        assert!(parse_event_log_keep("1000").is_err_and(|e| e.contains("at least 65536")));
     }
 }

@@ -16,15 +16,17 @@ use tokio::sync::Mutex;
 
 use crate::holder::HolderSpec;
 use crate::holder::launch::HolderLauncher;
-use crate::holder::log::parse_seq_prefix;
+use crate::holder::log::{EVENT_LOG_KEEP_BYTES, LogReader, newest_seq};
 use crate::shell;
-use crate::state_dir::{self, EVENTS_FILE, StateDir, TerminalMeta};
+use crate::state_dir::{self, StateDir, TerminalMeta};
 use crate::terminal::TerminalHandle;
 
 /// Most events one `events` page returns.
 pub const EVENTS_PAGE_MAX: usize = 1000;
 /// Most bytes of events one page returns.
 const EVENTS_PAGE_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// Bytes of log read at a time for a page.
+const EVENTS_PAGE_READ_BYTES: usize = 256 * 1024;
 
 /// Where things live and how holders start.
 #[derive(Clone, Debug)]
@@ -36,7 +38,8 @@ pub struct RegistryConfig {
     pub limits: Limits,
 }
 
-/// How many terminals may live, and for how long unused (DESIGN.md defaults).
+/// How many terminals may live, for how long unused, and how much history each keeps
+/// (DESIGN.md defaults).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     /// Live terminals at most; creating one more closes the least recently used reclaimable
@@ -44,6 +47,8 @@ pub struct Limits {
     pub max_live: usize,
     /// A terminal unused (no request, no output) for this long is closed.
     pub idle_close: Duration,
+    /// Bytes of event log each terminal keeps; its holders delete older segments.
+    pub event_log_keep: u64,
 }
 
 impl Default for Limits {
@@ -51,6 +56,7 @@ impl Default for Limits {
         Self {
             max_live: 20,
             idle_close: Duration::from_secs(3600),
+            event_log_keep: EVENT_LOG_KEEP_BYTES,
         }
     }
 }
@@ -418,6 +424,7 @@ impl Registry {
             cwd: PathBuf::from(&cwd),
             cols: size.cols,
             rows: size.rows,
+            event_log_keep: self.config.limits.event_log_keep,
         };
         if let Err(error) = self.config.launcher.launch(&holder_spec).await {
             for file in &launch.files {
@@ -477,38 +484,47 @@ impl Registry {
     }
 }
 
+/// A page of raw log lines after `after`, across segments; one older than the oldest kept
+/// event starts the page at that event.
 fn read_events_page(
     dir: &Path,
     id: &TerminalId,
     after: Seq,
     limit: usize,
 ) -> Result<EventsResponse, ApiError> {
-    let text = std::fs::read(dir.join(EVENTS_FILE))
-        .map_err(|e| ApiError::internal(format!("cannot read the event log: {e}")))?;
+    let cannot_read =
+        |e: std::io::Error| ApiError::internal(format!("cannot read the event log: {e}"));
+    let mut reader = LogReader::new(dir, after);
     let mut events = Vec::new();
     let mut bytes = 0;
     let mut next_seq = after;
-    let mut last_seq = Seq::ZERO;
     let mut has_more = false;
-    for line in text.split(|&b| b == b'\n') {
-        let Some(seq) = parse_seq_prefix(line) else {
-            continue;
-        };
-        last_seq = seq;
-        if seq <= after {
-            continue;
-        }
-        if events.len() >= limit || bytes + line.len() > EVENTS_PAGE_MAX_BYTES && !events.is_empty()
-        {
-            has_more = true;
-            continue;
-        }
-        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) {
-            bytes += line.len();
-            events.push(value);
-            next_seq = seq;
+    let mut last_read = Seq::ZERO;
+    while !has_more {
+        let read = reader
+            .read_lines(EVENTS_PAGE_READ_BYTES, None, &mut |seq, line| {
+                last_read = seq;
+                if events.len() >= limit
+                    || bytes + line.len() > EVENTS_PAGE_MAX_BYTES && !events.is_empty()
+                {
+                    has_more = true;
+                } else if !has_more
+                    && let Ok(value) = serde_json::from_slice::<serde_json::Value>(line)
+                {
+                    bytes += line.len();
+                    events.push(value);
+                    next_seq = seq;
+                }
+            })
+            .map_err(cannot_read)?;
+        if read == 0 {
+            break;
         }
     }
+    let last_seq = newest_seq(dir)
+        .map_err(cannot_read)?
+        .unwrap_or(Seq::ZERO)
+        .max(last_read);
     Ok(EventsResponse {
         session_id: id.to_string(),
         events,

@@ -2,22 +2,21 @@
 //!
 //! Emulating a screen costs several times what reading the PTY does (rust-stack.md §2.2,
 //! bench/), so a terminal's actor never feeds its emulator inline. It only raises the `seq` the
-//! screen must reach; the screen reads the terminal's `events.jsonl` from its own offset and
-//! applies output and resize events up to that `seq`. One background thread at a lower CPU
-//! priority advances the screens of all terminals; whoever reads a screen first applies what is
-//! still missing, under the same lock, so every read sees exactly the events the actor had
-//! applied before it. Nothing is queued in memory, so a flood costs no memory, only a screen
-//! that catches up later.
+//! screen must reach; the screen reads the terminal's event log with its own [`LogReader`]
+//! (which follows the holder's rotations from segment to segment) and applies output and resize
+//! events up to that `seq`. One background thread at a lower CPU priority advances the screens
+//! of all terminals; whoever reads a screen first applies what is still missing, under the same
+//! lock, so every read sees exactly the events the actor had applied before it. Nothing is
+//! queued in memory, so a flood costs no memory, only a screen that catches up later (from the
+//! oldest kept event, if it fell further behind than the log keeps).
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak, mpsc};
 
 use ptyhub_protocol::event::{Event, EventKind, Seq};
 
-use crate::holder::log::parse_seq_prefix;
+use crate::holder::log::LogReader;
 use crate::screen::{Screen, ScreenView};
 
 /// The background thread applies at most this much log of one terminal before moving on.
@@ -27,11 +26,8 @@ const WORKER_NICE: i32 = 10;
 
 struct Inner {
     screen: Screen,
-    path: std::path::PathBuf,
-    log: Option<File>,
-    /// Log offset of the first event not applied yet.
-    offset: u64,
-    applied: Seq,
+    /// Its position is the last event applied.
+    log: LogReader,
 }
 
 /// What the actor and the readers share. The actor only touches the atomics, never the lock,
@@ -45,70 +41,26 @@ struct Shared {
 }
 
 impl Inner {
+    fn applied(&self) -> Seq {
+        self.log.last_seq()
+    }
+
     /// Applies log events up to `target`, reading at most about `budget` bytes.
     fn apply(&mut self, target: Seq, budget: usize) {
         let mut read = 0;
-        let mut buf = Vec::new();
-        if self.log.is_none() {
-            self.log = File::open(&self.path).ok();
-        }
-        let Some(log) = self.log.as_ref() else {
-            return;
-        };
-        while self.applied < target && read < budget {
-            buf.resize(SLICE_BYTES.min(budget - read).max(64 * 1024), 0);
-            let n = match log.read_at(&mut buf, self.offset) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            let mut consumed = 0;
-            let mut progressed = false;
-            for line in buf[..n].split_inclusive(|&b| b == b'\n') {
-                if line.last() != Some(&b'\n') {
-                    break;
+        let screen = &mut self.screen;
+        while self.log.last_seq() < target && read < budget {
+            let step = SLICE_BYTES.min(budget - read).max(64 * 1024);
+            let passed = self.log.read_lines(step, Some(target), &mut |_, line| {
+                read += line.len() + 1;
+                if let Ok(event) = Event::from_json_line(line) {
+                    apply_event(screen, event);
                 }
-                let seq = parse_seq_prefix(line);
-                if seq.is_some_and(|seq| seq > target) {
-                    break;
-                }
-                consumed += line.len();
-                progressed = true;
-                if let Some(seq) = seq
-                    && seq > self.applied
-                {
-                    self.applied = seq;
-                    if let Ok(event) = Event::from_json_line(line) {
-                        apply_event(&mut self.screen, event);
-                    }
-                }
-                if self.applied >= target {
-                    break;
-                }
-            }
-            if !progressed {
-                if n == buf.len() {
-                    // One line longer than the buffer: read it whole next time.
-                    let mut line = Vec::new();
-                    let mut file = log;
-                    let _ = std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(self.offset));
-                    let _ = std::io::BufRead::read_until(
-                        &mut std::io::BufReader::new(file),
-                        b'\n',
-                        &mut line,
-                    );
-                    if line.last() == Some(&b'\n') {
-                        self.offset += line.len() as u64;
-                        if let Ok(event) = Event::from_json_line(&line) {
-                            self.applied = event.seq;
-                            apply_event(&mut self.screen, event);
-                        }
-                        continue;
-                    }
-                }
+            });
+            if !matches!(passed, Ok(n) if n > 0) {
+                // Nothing more now (or the log cannot be read): a later advance retries.
                 return;
             }
-            self.offset += consumed as u64;
-            read += consumed;
         }
     }
 }
@@ -130,18 +82,15 @@ pub struct SharedScreen {
 }
 
 impl SharedScreen {
-    /// A screen of `cols`×`rows` that follows the log at `events`.
-    pub fn new(events: &Path, cols: u16, rows: u16) -> Self {
+    /// A screen of `cols`×`rows` that follows the log of the terminal directory `dir`.
+    pub fn new(dir: &Path, cols: u16, rows: u16) -> Self {
         Self {
             shared: Arc::new(Shared {
                 target: AtomicU64::new(0),
                 is_queued: AtomicBool::new(false),
                 inner: Mutex::new(Inner {
                     screen: Screen::new(cols, rows),
-                    path: events.to_path_buf(),
-                    log: None,
-                    offset: 0,
-                    applied: Seq::ZERO,
+                    log: LogReader::new(dir, Seq::ZERO),
                 }),
             }),
         }
@@ -202,9 +151,9 @@ fn worker() -> &'static mpsc::Sender<Weak<Shared>> {
                     let target = Seq(shared.target.load(Ordering::Acquire));
                     let (applied, is_stuck) = {
                         let mut inner = shared.lock();
-                        let before = inner.applied;
+                        let before = inner.applied();
                         inner.apply(target, SLICE_BYTES);
-                        (inner.applied, inner.applied == before)
+                        (inner.applied(), inner.applied() == before)
                     };
                     if applied >= target || is_stuck {
                         // Done, or the log cannot be read now (a later advance or read retries).
@@ -229,13 +178,14 @@ fn worker() -> &'static mpsc::Sender<Weak<Shared>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::holder::log::EventLog;
+    use crate::holder::log::{
+        EVENT_LOG_KEEP_BYTES, EVENT_LOG_KEEP_MIN_BYTES, EventLog, list_segments,
+    };
 
     #[test]
     fn reads_see_every_event_up_to_the_target() -> std::io::Result<()> {
         let dir = tempfile::tempdir()?;
-        let path = dir.path().join("events.jsonl");
-        let mut log = EventLog::open(&path)?;
+        let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;
         let mut last = Seq::ZERO;
         for i in 0..100 {
             last = log.append(EventKind::Output {
@@ -250,7 +200,7 @@ mod tests {
             data: b"\r\nnot yet".to_vec(),
         })?;
 
-        let screen = SharedScreen::new(&path, 20, 4);
+        let screen = SharedScreen::new(dir.path(), 20, 4);
         screen.advance_to(last);
         assert_eq!(screen.view().lines[2], "line 99");
         screen.advance_to(target);
@@ -258,6 +208,37 @@ mod tests {
         assert_eq!(view.cols, 30);
         assert_eq!(view.lines[view.lines.len() - 2], "line 99");
         assert_eq!(view.lines[view.lines.len() - 1], "last");
+        Ok(())
+    }
+
+    #[test]
+    fn a_screen_follows_the_log_across_rotations() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_MIN_BYTES)?;
+        let screen = SharedScreen::new(dir.path(), 40, 3);
+        let padding = "p".repeat(300);
+        let print = |log: &mut EventLog, i: u32| {
+            log.append(EventKind::Output {
+                // The padding is a window title: it makes the log large, not the screen.
+                data: format!("\x1b]0;{padding}\x07\r\nline {i}").into_bytes(),
+            })
+        };
+        let mut last = Seq::ZERO;
+        for i in 0..100 {
+            last = print(&mut log, i)?;
+        }
+        screen.advance_to(last);
+        assert_eq!(screen.view().lines[2], "line 99");
+        // Far more than the log keeps, while the screen is not read: the part it had not
+        // applied yet is deleted under it.
+        for i in 100..2000 {
+            last = print(&mut log, i)?;
+            screen.advance_to(last);
+        }
+        assert!(list_segments(dir.path())?.len() >= 2);
+        let view = screen.view();
+        assert_eq!(view.lines[1], "line 1998");
+        assert_eq!(view.lines[2], "line 1999");
         Ok(())
     }
 }

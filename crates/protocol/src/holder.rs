@@ -28,7 +28,8 @@ pub enum HolderRequest {
     Hello {
         version: u32,
     },
-    /// Stream every event with `seq > after_seq`, then live events, until the connection ends.
+    /// Stream every kept event with `seq > after_seq` (from the oldest kept one if `after_seq`
+    /// is older), then live events, until the connection ends.
     Subscribe {
         after_seq: Seq,
     },

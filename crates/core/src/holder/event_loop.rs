@@ -16,7 +16,7 @@ use super::HolderSpec;
 use super::log::EventLog;
 use super::pty;
 use crate::process;
-use crate::state_dir::{self, EVENTS_FILE, TerminalMeta, TerminalState};
+use crate::state_dir::{self, TerminalMeta, TerminalState};
 
 /// Most bytes read from the master before the loop serves clients again (one log event).
 const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -49,7 +49,8 @@ struct Client {
     inbox: Vec<u8>,
     outbox: Vec<u8>,
     sent: usize,
-    /// Log offset up to which events were queued, once subscribed.
+    /// Global log offset up to which events were queued, once subscribed. Offsets stay valid
+    /// across rotations; one that was deleted continues at the oldest kept event.
     cursor: Option<u64>,
     is_dead: bool,
 }
@@ -87,7 +88,7 @@ impl Holder {
     /// Opens everything and starts the program. Any error here is reported on the ready line.
     pub(super) fn start(spec: HolderSpec) -> io::Result<Self> {
         let mut meta = state_dir::read_meta(&spec.dir)?;
-        let log = EventLog::open(&spec.dir.join(EVENTS_FILE))?;
+        let log = EventLog::open(&spec.dir, spec.event_log_keep)?;
         let signals = block_signals()?;
         rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
         let _ = std::fs::remove_file(&spec.socket);

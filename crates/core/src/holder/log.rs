@@ -1,164 +1,77 @@
-//! The append-only event log (`events.jsonl`) as the holder writes and re-reads it.
+//! The append-only event log of a terminal as the holder writes and re-reads it, bounded by
+//! rotation; readers other than the holder use [`LogReader`] and the functions beside it.
 //!
-//! The holder is the only writer. Each event is one `write` of one whole line to a file
-//! opened with `O_APPEND`, so a crash can at worst leave a torn last line, which [`EventLog::open`]
-//! cuts off. Readers (subscribers) are served straight from the file: the page cache makes
-//! that as cheap as a memory ring, and it means a slow reader can never lose a byte.
+//! The log is a directory of segments: the active `events.jsonl`, which the holder appends to,
+//! and rotated segments `events.<first seq>.jsonl` (the `seq` of their first event, zero-padded
+//! to 20 digits so names sort as numbers do), which never change again. Once the active segment
+//! would pass the segment size (a quarter of what is kept), the holder renames it to its rotated
+//! name, creates a new `events.jsonl`, and deletes the oldest rotated segments until they and a
+//! full active segment fit in the limit (`--event-log-keep`, 64 MiB by default). The active
+//! segment is never deleted, so the files stay within the limit unless one event alone is
+//! larger than a segment.
+//!
+//! The holder is the only writer. Each event is one `write` of one whole line to a file opened
+//! with `O_APPEND`, so a crash can at worst leave a torn last line, which [`EventLog::open`] cuts
+//! off; a crash between the rename and the create leaves no `events.jsonl`, and the next open
+//! creates it and continues the `seq` of the newest rotated segment. Subscribers are served
+//! straight from the files by byte offset: offsets are global over the concatenation of the
+//! kept segments (whose files stay open), so a subscriber's position survives rotations. A
+//! subscriber whose position was deleted continues at the oldest kept event. The page cache
+//! makes reading back as cheap as a memory ring, and a slow reader never loses a byte the log
+//! still keeps.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+mod reader;
+
+use std::collections::VecDeque;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ptyhub_protocol::event::{Event, EventKind, Seq, now_ts};
 
+pub use reader::{LogReader, newest_seq, oldest_seq, read_events};
+
+use crate::state_dir::EVENTS_FILE;
+
+/// How much of its event log a terminal keeps by default (DESIGN.md: 64 MiB a terminal).
+pub const EVENT_LOG_KEEP_BYTES: u64 = 64 * 1024 * 1024;
+/// The smallest limit accepted: below it, segments would hold only a few events each.
+pub const EVENT_LOG_KEEP_MIN_BYTES: u64 = 64 * 1024;
+/// A segment is rotated once it would pass the limit divided by this.
+const SEGMENTS_PER_KEEP: u64 = 4;
+/// No segment is rotated before it holds this much (unless one event is larger).
+const SEGMENT_MIN_BYTES: u64 = 16 * 1024;
 /// One sparse index entry is kept per this many bytes of log, to find a `seq` quickly.
 const INDEX_STRIDE_BYTES: u64 = 256 * 1024;
+/// Bytes read at a time when scanning a segment line by line.
+const SCAN_BUFFER_BYTES: usize = 64 * 1024;
 
-pub struct EventLog {
-    file: File,
-    len: u64,
-    last_seq: Seq,
-    /// `(seq, offset of the line holding seq)`, ascending, roughly every [`INDEX_STRIDE_BYTES`].
-    index: Vec<(Seq, u64)>,
+/// The file name of the rotated segment whose first event is `first`.
+pub fn segment_file_name(first: Seq) -> String {
+    format!("events.{:020}.jsonl", first.0)
 }
 
-impl EventLog {
-    /// Opens (or creates) the log, cuts a torn last line and indexes what is there.
-    pub fn open(path: &Path) -> io::Result<Self> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(path)?;
-        let mut log = Self {
-            file: file.try_clone()?,
-            len: 0,
-            last_seq: Seq::ZERO,
-            index: Vec::new(),
-        };
-        let mut reader = io::BufReader::with_capacity(64 * 1024, &mut file);
-        reader.seek(SeekFrom::Start(0))?;
-        let mut offset = 0u64;
-        let mut last_indexed = None::<u64>;
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = io::BufRead::read_until(&mut reader, b'\n', &mut line)?;
-            if n == 0 || line.last() != Some(&b'\n') {
-                break;
-            }
-            if let Some(seq) = parse_seq_prefix(&line) {
-                if last_indexed.is_none_or(|at| offset - at >= INDEX_STRIDE_BYTES) {
-                    log.index.push((seq, offset));
-                    last_indexed = Some(offset);
-                }
-                log.last_seq = seq;
-            }
-            offset += n as u64;
-        }
-        drop(reader);
-        if offset != file.metadata()?.len() {
-            file.set_len(offset)?;
-        }
-        log.len = offset;
-        Ok(log)
+/// The first `seq` named by a rotated segment's file name (`events.<20 digits>.jsonl`).
+pub fn parse_segment_name(name: &str) -> Option<Seq> {
+    let digits = name.strip_prefix("events.")?.strip_suffix(".jsonl")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
     }
+    digits.parse().ok().map(Seq)
+}
 
-    pub fn last_seq(&self) -> Seq {
-        self.last_seq
-    }
-
-    /// Bytes in the file: the end offset a fully caught-up reader has reached.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Appends one event with the next `seq` and returns it.
-    pub fn append(&mut self, kind: EventKind) -> io::Result<Seq> {
-        let seq = self.last_seq.next();
-        let event = Event {
-            seq,
-            ts: now_ts(),
-            kind,
-        };
-        let mut line = Vec::with_capacity(128);
-        event.write_json_line(&mut line).map_err(io::Error::other)?;
-        self.file.write_all(&line)?;
-        if self
-            .index
-            .last()
-            .is_none_or(|&(_, at)| self.len - at >= INDEX_STRIDE_BYTES)
-        {
-            self.index.push((seq, self.len));
+/// The rotated segments in a terminal directory, oldest first, with their first `seq`.
+pub fn list_segments(dir: &Path) -> io::Result<Vec<(Seq, PathBuf)>> {
+    let mut segments = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if let Some(first) = entry.file_name().to_str().and_then(parse_segment_name) {
+            segments.push((first, entry.path()));
         }
-        self.len += line.len() as u64;
-        self.last_seq = seq;
-        Ok(seq)
     }
-
-    /// The offset of the first line whose `seq` is greater than `after`.
-    pub fn offset_after(&self, after: Seq) -> io::Result<u64> {
-        if after >= self.last_seq {
-            return Ok(self.len);
-        }
-        let start = match self.index.partition_point(|&(seq, _)| seq <= after) {
-            0 => 0,
-            i => self.index[i - 1].1,
-        };
-        let mut reader = io::BufReader::with_capacity(64 * 1024, self.file.try_clone()?);
-        reader.seek(SeekFrom::Start(start))?;
-        let mut offset = start;
-        let mut line = Vec::new();
-        while offset < self.len {
-            line.clear();
-            let n = io::BufRead::read_until(&mut reader, b'\n', &mut line)?;
-            if n == 0 {
-                break;
-            }
-            if parse_seq_prefix(&line).is_some_and(|seq| seq > after) {
-                return Ok(offset);
-            }
-            offset += n as u64;
-        }
-        Ok(self.len)
-    }
-
-    /// Appends to `out` whole lines starting at `offset`, at most about `max` bytes, and
-    /// returns the offset after the last line copied.
-    pub fn read_lines(&self, offset: u64, max: usize, out: &mut Vec<u8>) -> io::Result<u64> {
-        let want = usize::try_from(self.len.saturating_sub(offset))
-            .unwrap_or(usize::MAX)
-            .min(max.max(1));
-        if want == 0 {
-            return Ok(offset);
-        }
-        let start = out.len();
-        out.resize(start + want, 0);
-        let n = self.file.read_at(&mut out[start..], offset)?;
-        out.truncate(start + n);
-        let whole = match out[start..].iter().rposition(|&b| b == b'\n') {
-            Some(last_nl) => last_nl + 1,
-            None if n == want && want < self.len as usize => {
-                // One line longer than `max`: read it whole rather than stall.
-                out.truncate(start);
-                let mut rest = Vec::new();
-                let mut file = self.file.try_clone()?;
-                file.seek(SeekFrom::Start(offset))?;
-                io::BufRead::read_until(&mut io::BufReader::new(file), b'\n', &mut rest)?;
-                out.extend_from_slice(&rest);
-                rest.len()
-            }
-            None => 0,
-        };
-        out.truncate(start + whole);
-        Ok(offset + whole as u64)
-    }
+    segments.sort_by_key(|(first, _)| *first);
+    Ok(segments)
 }
 
 /// Reads the `seq` of a log line without parsing the rest (`{"seq":123,...`).
@@ -172,172 +85,364 @@ pub fn parse_seq_prefix(line: &[u8]) -> Option<Seq> {
     text.parse().ok().map(Seq)
 }
 
-/// A reader of a terminal's event log from its own position, for readers other than the
-/// holder (the server's replay, live connections catching up). It reads whole lines only, so
-/// it may run while the holder appends.
-pub struct LogReader {
-    path: std::path::PathBuf,
-    file: Option<File>,
-    offset: u64,
-    last: Seq,
-    buf: Vec<u8>,
+/// The segment size for a limit: a quarter of it, with a floor.
+fn segment_max_bytes(keep: u64) -> u64 {
+    (keep / SEGMENTS_PER_KEEP).max(SEGMENT_MIN_BYTES)
 }
 
-impl LogReader {
-    /// A reader of the log in the terminal directory `dir` that returns events after `after`.
-    pub fn new(dir: &Path, after: Seq) -> Self {
-        Self {
-            path: dir.join(crate::state_dir::EVENTS_FILE),
-            file: None,
-            offset: 0,
-            last: after,
-            buf: Vec::new(),
-        }
-    }
+/// One file of the log, open for reading by offset.
+struct Segment {
+    file: File,
+    path: PathBuf,
+    /// The global offset of its first byte.
+    base: u64,
+    /// Bytes of whole lines in it.
+    len: u64,
+}
 
-    /// The `seq` of the last event returned (or the starting point).
-    pub fn last_seq(&self) -> Seq {
-        self.last
+impl Segment {
+    fn end(&self) -> u64 {
+        self.base + self.len
     }
+}
 
-    /// Appends to `out` the next events, reading about `max_bytes` of log at most (one whole
-    /// line at least), and returns how many it appended; 0 means there is nothing more now.
-    pub fn read(&mut self, max_bytes: usize, out: &mut Vec<Event>) -> io::Result<usize> {
-        if self.file.is_none() {
-            self.file = Some(File::open(&self.path)?);
-        }
-        let Some(file) = self.file.as_ref() else {
-            return Ok(0);
+/// The holder's log: the writer, and the reader its subscribers are served from.
+pub struct EventLog {
+    dir: PathBuf,
+    keep: u64,
+    segment_max: u64,
+    /// Rotate before an append would make the active segment pass this (after a failed
+    /// rotation, one more segment size, so a broken disk is not retried at every event).
+    rotate_at: u64,
+    /// Rotated segments, oldest first.
+    rotated: VecDeque<Segment>,
+    active: Segment,
+    /// The `seq` of the active segment's first event, once it has one.
+    active_first: Option<Seq>,
+    last_seq: Seq,
+    /// `(seq, global offset of the line holding seq)`, ascending: every segment's first line
+    /// and then one roughly every [`INDEX_STRIDE_BYTES`].
+    index: Vec<(Seq, u64)>,
+}
+
+impl EventLog {
+    /// Opens (or creates) the log in the terminal directory `dir`, keeping about `keep` bytes:
+    /// indexes the kept segments, cuts a torn last line, creates a missing `events.jsonl` (a
+    /// crash during a rotation) and applies the limit.
+    pub fn open(dir: &Path, keep: u64) -> io::Result<Self> {
+        let keep = keep.max(EVENT_LOG_KEEP_MIN_BYTES);
+        let segment_max = segment_max_bytes(keep);
+        let active_path = dir.join(EVENTS_FILE);
+        let active_file = open_active(&active_path)?;
+        let mut log = Self {
+            dir: dir.to_path_buf(),
+            keep,
+            segment_max,
+            rotate_at: segment_max,
+            rotated: VecDeque::new(),
+            active: Segment {
+                file: active_file.try_clone()?,
+                path: active_path,
+                base: 0,
+                len: 0,
+            },
+            active_first: None,
+            last_seq: Seq::ZERO,
+            index: Vec::new(),
         };
-        let before = out.len();
-        loop {
-            self.buf.resize(max_bytes.max(4096), 0);
-            let n = file.read_at(&mut self.buf, self.offset)?;
-            let is_at_end = n < self.buf.len();
-            let whole = match self.buf[..n].iter().rposition(|&b| b == b'\n') {
-                Some(last_nl) => last_nl + 1,
-                None if n == self.buf.len() => {
-                    // One line longer than the buffer: read it whole.
-                    let mut line = Vec::new();
-                    let mut file = file;
-                    file.seek(SeekFrom::Start(self.offset))?;
-                    io::BufRead::read_until(&mut io::BufReader::new(file), b'\n', &mut line)?;
-                    if line.last() != Some(&b'\n') {
-                        return Ok(out.len() - before);
-                    }
-                    self.buf = line;
-                    self.buf.len()
-                }
-                None => return Ok(out.len() - before),
-            };
-            self.offset += whole as u64;
-            for line in self.buf[..whole].split(|&b| b == b'\n') {
-                if parse_seq_prefix(line).is_some_and(|seq| seq > self.last)
-                    && let Ok(event) = Event::from_json_line(line)
-                {
-                    self.last = event.seq;
-                    out.push(event);
-                }
+        let mut base = 0;
+        for (_, path) in list_segments(dir)? {
+            let file = File::open(&path)?;
+            let (len, first) = log.scan(&file, base)?;
+            if first.is_none() {
+                // Rotation never leaves an empty segment; whatever this is holds no event.
+                drop(file);
+                fs::remove_file(&path)?;
+                continue;
             }
-            if out.len() > before || is_at_end {
-                return Ok(out.len() - before);
+            log.rotated.push_back(Segment {
+                file,
+                path,
+                base,
+                len,
+            });
+            base += len;
+        }
+        let (len, first) = log.scan(&active_file, base)?;
+        if len != active_file.metadata()?.len() {
+            active_file.set_len(len)?;
+        }
+        log.active.base = base;
+        log.active.len = len;
+        log.active_first = first;
+        log.trim();
+        Ok(log)
+    }
+
+    /// Reads a segment's whole lines from its start: indexes them (the global offset of the
+    /// segment is `base`), raises `last_seq`, and returns their length and first `seq`.
+    fn scan(&mut self, file: &File, base: u64) -> io::Result<(u64, Option<Seq>)> {
+        let mut reader = io::BufReader::with_capacity(
+            SCAN_BUFFER_BYTES,
+            ReadAt {
+                file,
+                pos: 0,
+                end: u64::MAX,
+            },
+        );
+        let mut offset = 0u64;
+        let mut first = None;
+        let mut last_indexed = None::<u64>;
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = io::BufRead::read_until(&mut reader, b'\n', &mut line)?;
+            if n == 0 || line.last() != Some(&b'\n') {
+                break;
+            }
+            if let Some(seq) = parse_seq_prefix(&line) {
+                if last_indexed.is_none_or(|at| offset - at >= INDEX_STRIDE_BYTES) {
+                    self.index.push((seq, base + offset));
+                    last_indexed = Some(offset);
+                }
+                first.get_or_insert(seq);
+                self.last_seq = self.last_seq.max(seq);
+            }
+            offset += n as u64;
+        }
+        Ok((offset, first))
+    }
+
+    pub fn last_seq(&self) -> Seq {
+        self.last_seq
+    }
+
+    /// The global end offset: where a fully caught-up subscriber is.
+    pub fn len(&self) -> u64 {
+        self.active.end()
+    }
+
+    /// Whether the log keeps no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len() == self.start()
+    }
+
+    /// The global offset of the oldest kept byte (the first line of the oldest segment).
+    fn start(&self) -> u64 {
+        self.rotated.front().unwrap_or(&self.active).base
+    }
+
+    /// Appends one event with the next `seq` and returns it. Rotates first when the event
+    /// would make the active segment pass the segment size.
+    pub fn append(&mut self, kind: EventKind) -> io::Result<Seq> {
+        let seq = self.last_seq.next();
+        let event = Event {
+            seq,
+            ts: now_ts(),
+            kind,
+        };
+        let mut line = Vec::with_capacity(128);
+        event.write_json_line(&mut line).map_err(io::Error::other)?;
+        if self.active.len > 0 && self.active.len + line.len() as u64 > self.rotate_at {
+            match self.rotate() {
+                Ok(()) => self.rotate_at = self.segment_max,
+                Err(error) => {
+                    eprintln!("holder: cannot rotate the event log: {error}");
+                    self.rotate_at = self.active.len + self.segment_max;
+                }
             }
         }
+        self.active.file.write_all(&line)?;
+        let offset = self.active.end();
+        let is_first = self.active_first.is_none();
+        if is_first
+            || self
+                .index
+                .last()
+                .is_none_or(|&(_, at)| offset - at >= INDEX_STRIDE_BYTES)
+        {
+            self.index.push((seq, offset));
+        }
+        if is_first {
+            self.active_first = Some(seq);
+        }
+        self.active.len += line.len() as u64;
+        self.last_seq = seq;
+        Ok(seq)
+    }
+
+    /// Renames the active segment to its rotated name, starts a new `events.jsonl`, and
+    /// deletes the oldest rotated segments beyond the limit.
+    fn rotate(&mut self) -> io::Result<()> {
+        let Some(first) = self.active_first else {
+            return Ok(());
+        };
+        let rotated_path = self.dir.join(segment_file_name(first));
+        fs::rename(&self.active.path, &rotated_path)?;
+        // A crash here leaves no `events.jsonl`: `open` creates it and continues the `seq`.
+        let file = match open_active(&self.active.path) {
+            Ok(file) => file,
+            Err(error) => {
+                // Keep appending to the same file under its usual name.
+                fs::rename(&rotated_path, &self.active.path)?;
+                return Err(error);
+            }
+        };
+        let new_active = Segment {
+            file,
+            path: self.active.path.clone(),
+            base: self.active.end(),
+            len: 0,
+        };
+        let mut old = std::mem::replace(&mut self.active, new_active);
+        old.path = rotated_path;
+        self.rotated.push_back(old);
+        self.active_first = None;
+        self.trim();
+        Ok(())
+    }
+
+    /// Deletes the oldest rotated segments until they and a full active segment fit in the
+    /// limit. Subscribers positioned in a deleted segment continue at the oldest kept event.
+    fn trim(&mut self) {
+        let mut rotated_len: u64 = self.rotated.iter().map(|s| s.len).sum();
+        while rotated_len + self.segment_max.max(self.active.len) > self.keep {
+            let Some(oldest) = self.rotated.pop_front() else {
+                break;
+            };
+            match fs::remove_file(&oldest.path) {
+                Ok(()) => {}
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    eprintln!("holder: cannot delete {}: {error}", oldest.path.display());
+                    self.rotated.push_front(oldest);
+                    break;
+                }
+            }
+            rotated_len -= oldest.len;
+        }
+        let start = self.start();
+        let stale = self.index.partition_point(|&(_, at)| at < start);
+        self.index.drain(..stale);
+    }
+
+    /// The kept segment holding the global offset `offset`.
+    fn segment_at(&self, offset: u64) -> Option<&Segment> {
+        self.rotated
+            .iter()
+            .chain(std::iter::once(&self.active))
+            .find(|s| s.base <= offset && offset < s.end())
+    }
+
+    /// The global offset of the first kept line whose `seq` is greater than `after` (the
+    /// oldest kept line if `after` is older than it).
+    pub fn offset_after(&self, after: Seq) -> io::Result<u64> {
+        if after >= self.last_seq {
+            return Ok(self.len());
+        }
+        let start = match self.index.partition_point(|&(seq, _)| seq <= after) {
+            0 => return Ok(self.start()),
+            i => self.index[i - 1].1,
+        };
+        let Some(segment) = self.segment_at(start) else {
+            return Ok(self.len());
+        };
+        let mut reader = io::BufReader::with_capacity(
+            SCAN_BUFFER_BYTES,
+            ReadAt {
+                file: &segment.file,
+                pos: start - segment.base,
+                end: segment.len,
+            },
+        );
+        let mut offset = start;
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = io::BufRead::read_until(&mut reader, b'\n', &mut line)?;
+            if n == 0 {
+                // Every line of this segment is at or before `after`: the next one starts
+                // right here (segments are contiguous).
+                return Ok(segment.end());
+            }
+            if parse_seq_prefix(&line).is_some_and(|seq| seq > after) {
+                return Ok(offset);
+            }
+            offset += n as u64;
+        }
+    }
+
+    /// Appends to `out` whole lines starting at the global offset `offset` (or at the oldest
+    /// kept line, if `offset` was deleted), at most about `max` bytes and never past the end
+    /// of a segment, and returns the offset after the last line copied.
+    pub fn read_lines(&self, offset: u64, max: usize, out: &mut Vec<u8>) -> io::Result<u64> {
+        let offset = offset.max(self.start());
+        let Some(segment) = self.segment_at(offset) else {
+            return Ok(offset);
+        };
+        let local = offset - segment.base;
+        let available = segment.len - local;
+        let want = usize::try_from(available)
+            .unwrap_or(usize::MAX)
+            .min(max.max(1));
+        let start = out.len();
+        out.resize(start + want, 0);
+        let n = segment.file.read_at(&mut out[start..], local)?;
+        out.truncate(start + n);
+        let whole = match out[start..].iter().rposition(|&b| b == b'\n') {
+            Some(last_nl) => last_nl + 1,
+            None if n == want && (want as u64) < available => {
+                // One line longer than `max`: read it whole rather than stall.
+                out.truncate(start);
+                let mut reader = io::BufReader::new(ReadAt {
+                    file: &segment.file,
+                    pos: local,
+                    end: segment.len,
+                });
+                io::BufRead::read_until(&mut reader, b'\n', out)?;
+                if out.last() == Some(&b'\n') {
+                    out.len() - start
+                } else {
+                    0
+                }
+            }
+            None => 0,
+        };
+        out.truncate(start + whole);
+        Ok(offset + whole as u64)
     }
 }
 
-/// Reads a whole log file into events (for a server replaying a terminal with no holder).
-pub fn read_events(path: &Path, after: Seq, mut each: impl FnMut(Event)) -> io::Result<()> {
-    let mut file = File::open(path)?;
-    let mut text = Vec::new();
-    file.read_to_end(&mut text)?;
-    for line in text.split(|&b| b == b'\n') {
-        if parse_seq_prefix(line).is_some_and(|seq| seq > after)
-            && let Ok(event) = Event::from_json_line(line)
-        {
-            each(event);
+/// Opens (or creates) the active segment for appending and reading.
+fn open_active(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// Reads a file by position (`pread`), so any number of readers share one descriptor without
+/// moving its offset; stops at `end`.
+struct ReadAt<'a> {
+    file: &'a File,
+    pos: u64,
+    end: u64,
+}
+
+impl Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let room = usize::try_from(self.end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let want = buf.len().min(room);
+        if want == 0 {
+            return Ok(0);
         }
+        let n = self.file.read_at(&mut buf[..want], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
     }
-    Ok(())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn output(text: &str) -> EventKind {
-        EventKind::Output {
-            data: text.as_bytes().to_vec(),
-        }
-    }
-
-    #[test]
-    fn seq_continues_across_reopen_and_a_torn_line_is_cut() -> io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("events.jsonl");
-        let mut log = EventLog::open(&path)?;
-        assert_eq!(log.append(output("a"))?, Seq(1));
-        assert_eq!(log.append(output("b"))?, Seq(2));
-        drop(log);
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)?
-            .write_all(b"{\"seq\":3,\"ts\":1,\"ty")?;
-        // The signature of a power loss on ext4: NUL bytes after the torn line.
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)?
-            .write_all(&[0u8; 512])?;
-        let mut log = EventLog::open(&path)?;
-        assert_eq!(log.last_seq(), Seq(2));
-        assert_eq!(log.append(output("c"))?, Seq(3));
-        let mut seqs = Vec::new();
-        read_events(&path, Seq::ZERO, |e| seqs.push(e.seq.0))?;
-        assert_eq!(seqs, vec![1, 2, 3]);
-        Ok(())
-    }
-
-    #[test]
-    fn a_reader_follows_the_log_in_bounded_steps_from_any_seq() -> io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let mut log = EventLog::open(&dir.path().join(crate::state_dir::EVENTS_FILE))?;
-        for i in 0..50 {
-            log.append(output(&format!("{i:03}").repeat(100)))?;
-        }
-        let mut reader = LogReader::new(dir.path(), Seq(9));
-        let mut events = Vec::new();
-        while reader.read(1000, &mut events)? > 0 {}
-        let seqs: Vec<u64> = events.iter().map(|e| e.seq.0).collect();
-        assert_eq!(seqs, (10..=50).collect::<Vec<_>>());
-        log.append(output(&"y".repeat(20_000)))?;
-        events.clear();
-        assert_eq!(
-            reader.read(1000, &mut events)?,
-            1,
-            "a line longer than the step"
-        );
-        assert_eq!(reader.last_seq(), Seq(51));
-        assert_eq!(reader.read(1000, &mut events)?, 0);
-        Ok(())
-    }
-
-    #[test]
-    fn offset_after_finds_every_seq_in_a_large_log() -> io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("events.jsonl");
-        let mut log = EventLog::open(&path)?;
-        let chunk = "x".repeat(5000);
-        for _ in 0..400 {
-            log.append(output(&chunk))?;
-        }
-        for after in [0u64, 1, 57, 199, 200, 333, 399, 400] {
-            let offset = log.offset_after(Seq(after))?;
-            let mut out = Vec::new();
-            log.read_lines(offset, 100_000, &mut out)?;
-            let first = out.split(|&b| b == b'\n').next().and_then(parse_seq_prefix);
-            let expected = (after < 400).then_some(Seq(after + 1));
-            assert_eq!(first, expected, "after {after}");
-        }
-        Ok(())
-    }
-}
+mod tests;

@@ -40,6 +40,14 @@ pub struct HolderSpec {
     pub cwd: PathBuf,
     pub cols: u16,
     pub rows: u16,
+    /// Bytes of event log to keep (rotated segments beyond it are deleted). Absent from the
+    /// spec of a server that predates rotation: the default then.
+    #[serde(default = "default_event_log_keep")]
+    pub event_log_keep: u64,
+}
+
+fn default_event_log_keep() -> u64 {
+    log::EVENT_LOG_KEEP_BYTES
 }
 
 /// The one line a holder prints on stdout once it serves (or failed to start).

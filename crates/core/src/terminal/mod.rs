@@ -33,17 +33,19 @@ use ptyhub_protocol::event::{EventKind, Seq};
 use ptyhub_protocol::holder::{HolderLine, HolderMessage, HolderRequest};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::holder::log::read_events;
+use crate::holder::log::LogReader;
 use crate::queries::{Query, QueryScanner};
 use crate::screen_worker::SharedScreen;
 use crate::shell::ShellKind;
-use crate::state_dir::{self, EVENTS_FILE, TerminalMeta};
+use crate::state_dir::{self, TerminalMeta};
 use crate::tracker::{CommandTracker, ShellPhase, TrackerEvent};
 pub use link::{HolderLines, HolderLink};
 use live::LiveEvent;
 
 /// Requests queued per terminal; senders wait when it is full.
 const REQUESTS_QUEUED: usize = 64;
+/// Bytes of event log a replay reads at a time.
+const REPLAY_STEP_BYTES: usize = 1024 * 1024;
 /// How long an exec on a new shell waits for its first prompt.
 const FIRST_PROMPT_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a first exec waits for the line editor's bracketed paste once the prompt is there.
@@ -294,7 +296,7 @@ impl Actor {
     ) -> Self {
         Self {
             kind: ShellKind::parse(&meta.shell),
-            screen: SharedScreen::new(&dir.join(EVENTS_FILE), meta.cols, meta.rows),
+            screen: SharedScreen::new(&dir, meta.cols, meta.rows),
             tracker: CommandTracker::new(&meta.integration_nonce),
             dir,
             last_activity: meta.created_at,
@@ -359,14 +361,23 @@ impl Actor {
         self.mark_gone_if_running();
     }
 
+    /// Applies what the log holds after the last event applied, a step at a time.
     fn replay_file(&mut self) {
+        let mut reader = LogReader::new(&self.dir, self.last_seq);
         let mut events = Vec::new();
-        let path = self.dir.join(EVENTS_FILE);
-        if let Err(error) = read_events(&path, self.last_seq, |event| events.push(event)) {
-            tracing::warn!(path = %path.display(), %error, "cannot read event log");
-        }
-        for event in events {
-            self.apply_event(event.seq, event.ts, event.kind);
+        loop {
+            match reader.read(REPLAY_STEP_BYTES, &mut events) {
+                Ok(0) => break,
+                Ok(_) => {
+                    for event in events.drain(..) {
+                        self.apply_event(event.seq, event.ts, event.kind);
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(dir = %self.dir.display(), %error, "cannot read event log");
+                    break;
+                }
+            }
         }
     }
 
@@ -746,7 +757,7 @@ impl Actor {
         self.close_started = None;
         // A closed terminal keeps its history on disk only: drop what memory held of it.
         self.tracker.forget_output();
-        self.screen = SharedScreen::new(&self.dir.join(EVENTS_FILE), 1, 1);
+        self.screen = SharedScreen::new(&self.dir, 1, 1);
         // SAFETY: malloc_trim only hands free heap memory back to the system.
         unsafe {
             libc::malloc_trim(0);

@@ -7,17 +7,18 @@
 
 use ptyhub_protocol::api::{ObserveResponse, ScrollbackResponse, Snapshot};
 use ptyhub_protocol::error::{ApiError, ErrorCode};
-use ptyhub_protocol::event::{EventKind, Seq};
+use ptyhub_protocol::event::{Event, EventKind, Seq};
 
 use super::TerminalHandle;
-use crate::holder::log::{parse_seq_prefix, read_events};
+use crate::holder::log::{LogReader, oldest_seq};
 use crate::plain_text::PlainText;
 use crate::process;
-use crate::state_dir::EVENTS_FILE;
 use crate::terminal::send::SEND_OUTPUT_MAX_CHARS;
 
 /// Most lines one scrollback page returns.
 pub const SCROLLBACK_PAGE_MAX: usize = 1000;
+/// Bytes of event log a delta reads at a time.
+const DELTA_READ_BYTES: usize = 1024 * 1024;
 
 pub fn encode_cursor(id: &str, seq: Seq) -> String {
     let raw = format!("{id}:{seq}");
@@ -78,7 +79,6 @@ pub async fn observe(
         });
     };
     let after = decode_cursor(cursor, &probe.id)?;
-    let path = probe.dir.join(EVENTS_FILE);
     let now = *handle.seq().borrow();
     if after > now {
         return Err(ApiError::new(
@@ -86,22 +86,42 @@ pub async fn observe(
             "cursor is ahead of this terminal",
         ));
     }
-    if after.0 + 1 < first_seq(&path).0 {
-        return Err(ApiError::new(
+    let expired = || {
+        ApiError::new(
             ErrorCode::CursorExpired,
             "cursor is older than the history kept; observe again without a cursor",
-        ));
+        )
+    };
+    let cannot_read =
+        |e: std::io::Error| ApiError::internal(format!("cannot read the event log: {e}"));
+    if oldest_seq(&probe.dir)
+        .map_err(cannot_read)?
+        .is_some_and(|oldest| after.next() < oldest)
+    {
+        return Err(expired());
     }
     let mut text = PlainText::new();
-    let mut last = after;
-    let _ = read_events(&path, after, |event| {
-        if event.seq <= now {
-            last = event.seq;
-            if let EventKind::Output { data } = event.kind {
+    let mut first = None;
+    let mut reader = LogReader::new(&probe.dir, after);
+    while reader
+        .read_lines(DELTA_READ_BYTES, Some(now), &mut |seq, line| {
+            first.get_or_insert(seq);
+            if let Ok(Event {
+                kind: EventKind::Output { data },
+                ..
+            }) = Event::from_json_line(line)
+            {
                 text.feed(&data);
             }
-        }
-    });
+        })
+        .map_err(cannot_read)?
+        > 0
+    {}
+    let last = reader.last_seq();
+    // The holder may have deleted the cursor's position since it was looked up.
+    if first.is_some_and(|first| first > after.next()) {
+        return Err(expired());
+    }
     let text = text.text();
     let count = text.chars().count();
     let truncated = count > SEND_OUTPUT_MAX_CHARS;
@@ -117,21 +137,6 @@ pub async fn observe(
         truncated,
         state: probe.state,
     })
-}
-
-/// The `seq` of the oldest event the log keeps.
-fn first_seq(path: &std::path::Path) -> Seq {
-    use std::io::BufRead;
-    std::fs::File::open(path)
-        .ok()
-        .and_then(|file| {
-            let mut line = Vec::new();
-            std::io::BufReader::new(file)
-                .read_until(b'\n', &mut line)
-                .ok()?;
-            parse_seq_prefix(&line)
-        })
-        .unwrap_or(Seq(1))
 }
 
 pub async fn scrollback(

@@ -20,7 +20,6 @@ use super::TerminalHandle;
 use crate::holder::log::read_events;
 use crate::plain_text::PlainText;
 use crate::process;
-use crate::state_dir::EVENTS_FILE;
 
 /// How often the terminal's state is looked at while waiting.
 const POLL_EVERY: Duration = Duration::from_millis(25);
@@ -86,7 +85,7 @@ pub async fn send(handle: &TerminalHandle, request: SendRequest) -> Result<SendR
         .pid
         .filter(|_| !probe.is_exited)
         .and_then(process::foreground);
-    let (output, truncated) = output_since(&probe.dir.join(EVENTS_FILE), start_seq);
+    let (output, truncated) = output_since(&probe.dir, start_seq);
     Ok(SendResponse {
         session_id: probe.id,
         wait_reason: reason,
@@ -102,9 +101,9 @@ pub async fn send(handle: &TerminalHandle, request: SendRequest) -> Result<SendR
 }
 
 /// The clean text of the output after `after`, and whether its front was dropped.
-fn output_since(path: &std::path::Path, after: Seq) -> (String, bool) {
+fn output_since(dir: &std::path::Path, after: Seq) -> (String, bool) {
     let mut text = PlainText::new();
-    let _ = read_events(path, after, |event| {
+    let _ = read_events(dir, after, |event| {
         if let EventKind::Output { data } = event.kind {
             text.feed(&data);
         }

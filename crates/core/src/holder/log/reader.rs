@@ -1,0 +1,344 @@
+//! Readers of a terminal's event log other than its holder: the server's replay and pages,
+//! the screen, live connections catching up. They follow the holder's rotations without
+//! missing or repeating an event.
+//!
+//! A reader knows the last `seq` it returned and reads one segment file at a time from its own
+//! offset, whole lines only (the holder may be appending). At the end of a file it decides
+//! what comes next:
+//! 1. the file is still the active `events.jsonl` (same inode): nothing more for now;
+//! 2. the file was `events.jsonl` when opened but has been renamed since: the holder rotated
+//!    it, so it is read once more to its end (lines appended just before the rename), then
+//! 3. the directory is listed again and the segment holding the next `seq` is opened. A
+//!    segment deleted between the listing and the open is looked up again; lines at or before
+//!    the last `seq` returned are skipped, so a segment read twice repeats nothing.
+//!
+//! If the next event was deleted (a reader slower than the limit), the reader continues at the
+//! oldest kept event; [`oldest_seq`] tells a caller beforehand whether its position is still
+//! kept (`CURSOR_EXPIRED` otherwise).
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use ptyhub_protocol::event::{Event, Seq};
+
+use super::{list_segments, parse_seq_prefix};
+use crate::state_dir::EVENTS_FILE;
+
+/// Most bytes a reader reads at once, whatever its caller asks for.
+const READ_CHUNK_MAX_BYTES: usize = 8 * 1024 * 1024;
+/// Least bytes a reader reads at once.
+const READ_CHUNK_MIN_BYTES: usize = 4096;
+/// How many times a lookup is retried when the holder deletes the segment it found.
+const LOOKUP_ATTEMPTS: usize = 16;
+/// Events [`read_events`] reads at a time.
+const READ_EVENTS_STEP_BYTES: usize = 1024 * 1024;
+
+/// A reader of a terminal's event log from its own position, for readers other than the
+/// holder (the server's replay, live connections catching up). It reads whole lines only, so
+/// it may run while the holder appends and rotates.
+pub struct LogReader {
+    dir: PathBuf,
+    segment: Option<OpenSegment>,
+    last: Seq,
+}
+
+/// The segment file a reader is in.
+struct OpenSegment {
+    file: File,
+    /// Opened as `events.jsonl` and not yet seen renamed.
+    is_active: bool,
+    /// Offset in this file of the first byte not read yet.
+    offset: u64,
+}
+
+impl LogReader {
+    /// A reader of the log in the terminal directory `dir` that returns events after `after`.
+    pub fn new(dir: &Path, after: Seq) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            segment: None,
+            last: after,
+        }
+    }
+
+    /// The `seq` of the last event returned (or the starting point).
+    pub fn last_seq(&self) -> Seq {
+        self.last
+    }
+
+    /// Appends to `out` the next events, reading about `max_bytes` of log at most (one whole
+    /// line at least), and returns how many it appended; 0 means there is nothing more now.
+    pub fn read(&mut self, max_bytes: usize, out: &mut Vec<Event>) -> io::Result<usize> {
+        let before = out.len();
+        loop {
+            let lines = self.read_lines(max_bytes, None, &mut |_, line| {
+                if let Ok(event) = Event::from_json_line(line) {
+                    out.push(event);
+                }
+            })?;
+            if lines == 0 || out.len() > before {
+                return Ok(out.len() - before);
+            }
+        }
+    }
+
+    /// Calls `each` with the `seq` and the text (without its newline) of the next lines, up to
+    /// `until` if given (a later line stays unread), reading about `max_bytes` of log, and
+    /// returns how many lines it passed; 0 means there is nothing more now.
+    pub(crate) fn read_lines(
+        &mut self,
+        max_bytes: usize,
+        until: Option<Seq>,
+        each: &mut dyn FnMut(Seq, &[u8]),
+    ) -> io::Result<usize> {
+        let chunk = max_bytes.clamp(READ_CHUNK_MIN_BYTES, READ_CHUNK_MAX_BYTES);
+        let mut buf = Vec::new();
+        let mut passed = 0;
+        loop {
+            if until.is_some_and(|until| self.last >= until) {
+                return Ok(passed);
+            }
+            if self.segment.is_none() {
+                self.segment = locate(&self.dir, self.last)?;
+            }
+            let Some(segment) = self.segment.as_mut() else {
+                return Ok(passed);
+            };
+            buf.resize(chunk, 0);
+            let n = segment.file.read_at(&mut buf, segment.offset)?;
+            buf.truncate(n);
+            let whole = match buf.iter().rposition(|&b| b == b'\n') {
+                Some(last_nl) => last_nl + 1,
+                None if n == chunk => {
+                    // One line longer than the chunk: read it whole.
+                    buf = read_line_at(&segment.file, segment.offset)?;
+                    if buf.last() == Some(&b'\n') {
+                        buf.len()
+                    } else {
+                        0
+                    }
+                }
+                None => 0,
+            };
+            if whole > 0 {
+                let mut consumed = 0;
+                for line in buf[..whole].split_inclusive(|&b| b == b'\n') {
+                    let seq = parse_seq_prefix(line).filter(|&seq| seq > self.last);
+                    if let (Some(seq), Some(until)) = (seq, until)
+                        && seq > until
+                    {
+                        break;
+                    }
+                    consumed += line.len();
+                    if let Some(seq) = seq {
+                        self.last = seq;
+                        each(seq, &line[..line.len() - 1]);
+                        passed += 1;
+                    }
+                }
+                segment.offset += consumed as u64;
+                if passed > 0 || consumed < whole {
+                    return Ok(passed);
+                }
+                continue;
+            }
+            // At the end of this file's whole lines.
+            if segment.is_active {
+                if is_same_file(&segment.file, &self.dir.join(EVENTS_FILE))? {
+                    return Ok(passed);
+                }
+                // Rotated since it was opened: read what was appended before the rename.
+                segment.is_active = false;
+                continue;
+            }
+            match locate(&self.dir, self.last)? {
+                Some(next) if !is_same_file_as(&next.file, &segment.file)? => {
+                    self.segment = Some(next);
+                }
+                // The next segment does not exist yet (the holder is between a rename and
+                // its create, or has stopped there).
+                _ => return Ok(passed),
+            }
+        }
+    }
+}
+
+/// Opens the segment that holds the event after `after`: the active `events.jsonl` when its
+/// first event is not later than that, else the newest rotated segment that starts at or
+/// before it, else (that event is no longer kept) the oldest kept one. `None` when the
+/// directory holds no log file at all.
+fn locate(dir: &Path, after: Seq) -> io::Result<Option<OpenSegment>> {
+    let wanted = after.next();
+    for _ in 0..LOOKUP_ATTEMPTS {
+        let active = open_if_exists(&dir.join(EVENTS_FILE))?;
+        let active_first = match &active {
+            Some(file) => first_seq_of(file)?,
+            None => None,
+        };
+        let rotated = list_segments(dir)?;
+        if let Some(file) = active {
+            let is_it = match active_first {
+                Some(first) => first <= wanted || rotated.is_empty(),
+                // Empty: the next event goes here unless a rotated segment holds it (an empty
+                // active segment is read after the newest rotated one, never instead of it).
+                None => rotated.is_empty(),
+            };
+            if is_it {
+                return Ok(Some(OpenSegment {
+                    file,
+                    is_active: true,
+                    offset: 0,
+                }));
+            }
+        }
+        let pick = rotated
+            .iter()
+            .rev()
+            .find(|(first, _)| *first <= wanted)
+            .or_else(|| rotated.first());
+        let Some((_, path)) = pick else {
+            return Ok(None);
+        };
+        if let Some(file) = open_if_exists(path)? {
+            return Ok(Some(OpenSegment {
+                file,
+                is_active: false,
+                offset: 0,
+            }));
+        }
+        // Deleted since the listing: look again.
+    }
+    Ok(None)
+}
+
+fn open_if_exists(path: &Path) -> io::Result<Option<File>> {
+    match File::open(path) {
+        Ok(file) => Ok(Some(file)),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Whether `file` is the file at `path` now (false if nothing is there).
+fn is_same_file(file: &File, path: &Path) -> io::Result<bool> {
+    let open = file.metadata()?;
+    match std::fs::metadata(path) {
+        Ok(there) => Ok(open.dev() == there.dev() && open.ino() == there.ino()),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+fn is_same_file_as(a: &File, b: &File) -> io::Result<bool> {
+    let (a, b) = (a.metadata()?, b.metadata()?);
+    Ok(a.dev() == b.dev() && a.ino() == b.ino())
+}
+
+/// The line starting at `offset` (with its newline, unless the file ends first).
+fn read_line_at(file: &File, offset: u64) -> io::Result<Vec<u8>> {
+    let mut line = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read_at(&mut chunk, offset + line.len() as u64)?;
+        if n == 0 {
+            return Ok(line);
+        }
+        if let Some(nl) = chunk[..n].iter().position(|&b| b == b'\n') {
+            line.extend_from_slice(&chunk[..=nl]);
+            return Ok(line);
+        }
+        line.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The `seq` of a file's first line, if that line is there (not torn).
+fn first_seq_of(file: &File) -> io::Result<Option<Seq>> {
+    let mut head = [0u8; 48];
+    let n = file.read_at(&mut head, 0)?;
+    let head = &head[..n];
+    let Some(seq) = parse_seq_prefix(head) else {
+        return Ok(None);
+    };
+    // The number must be complete: followed by the next field, not by the end of what was read.
+    let digits = seq.0.to_string().len();
+    Ok((head.get(b"{\"seq\":".len() + digits) == Some(&b',')).then_some(seq))
+}
+
+/// The `seq` of a file's last whole line.
+fn last_seq_of(file: &File) -> io::Result<Option<Seq>> {
+    let len = file.metadata()?.len();
+    let mut window = 4096u64;
+    loop {
+        let start = len.saturating_sub(window);
+        let mut buf = vec![0u8; usize::try_from(len - start).unwrap_or(usize::MAX)];
+        let n = file.read_at(&mut buf, start)?;
+        buf.truncate(n);
+        // A partial last line is being written: the one before it is the last whole one.
+        let body = match buf.iter().rposition(|&b| b == b'\n') {
+            Some(end) => &buf[..end],
+            None if start == 0 => return Ok(None),
+            None => {
+                window *= 4;
+                continue;
+            }
+        };
+        match body.iter().rposition(|&b| b == b'\n') {
+            Some(nl) => return Ok(parse_seq_prefix(&body[nl + 1..])),
+            None if start == 0 => return Ok(parse_seq_prefix(body)),
+            None => window *= 4,
+        }
+    }
+}
+
+/// The `seq` of the oldest event the log of the terminal directory `dir` keeps (`None` when
+/// it keeps none). A cursor before it has expired.
+pub fn oldest_seq(dir: &Path) -> io::Result<Option<Seq>> {
+    for _ in 0..LOOKUP_ATTEMPTS {
+        if let Some((first, _)) = list_segments(dir)?.first() {
+            return Ok(Some(*first));
+        }
+        if let Some(file) = open_if_exists(&dir.join(EVENTS_FILE))?
+            && let Some(first) = first_seq_of(&file)?
+        {
+            return Ok(Some(first));
+        }
+        // No event in `events.jsonl`: none at all, unless it was rotated after the listing.
+        if list_segments(dir)?.is_empty() {
+            return Ok(None);
+        }
+    }
+    Ok(None)
+}
+
+/// The `seq` of the newest event in the log of the terminal directory `dir` (`None` when it
+/// keeps none).
+pub fn newest_seq(dir: &Path) -> io::Result<Option<Seq>> {
+    for _ in 0..LOOKUP_ATTEMPTS {
+        if let Some(file) = open_if_exists(&dir.join(EVENTS_FILE))?
+            && let Some(last) = last_seq_of(&file)?
+        {
+            return Ok(Some(last));
+        }
+        // An empty (or missing) active segment: the newest event closes the newest rotated one.
+        let Some((_, path)) = list_segments(dir)?.pop() else {
+            return Ok(None);
+        };
+        if let Some(file) = open_if_exists(&path)? {
+            return last_seq_of(&file);
+        }
+    }
+    Ok(None)
+}
+
+/// Reads every event after `after` in the log of the terminal directory `dir`, in `seq` order,
+/// up to the newest one written by the time the reading gets there.
+pub fn read_events(dir: &Path, after: Seq, mut each: impl FnMut(Event)) -> io::Result<()> {
+    let mut reader = LogReader::new(dir, after);
+    let mut events = Vec::new();
+    while reader.read(READ_EVENTS_STEP_BYTES, &mut events)? > 0 {
+        events.drain(..).for_each(&mut each);
+    }
+    Ok(())
+}
