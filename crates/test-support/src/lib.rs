@@ -49,6 +49,7 @@ pub struct Ptyhub {
     exe: PathBuf,
     server: Option<Child>,
     serve_args: Vec<String>,
+    serve_env: Vec<(String, String)>,
     pub addr: String,
     pub token: String,
     pub socket: PathBuf,
@@ -65,6 +66,12 @@ impl Ptyhub {
 
     /// Starts the binary with extra `serve` flags.
     pub fn start_with(exe: &str, serve_args: &[&str]) -> Self {
+        Self::start_with_env(exe, serve_args, &[])
+    }
+
+    /// Starts the binary with extra `serve` flags and environment variables (kept for
+    /// restarts, like the flags).
+    pub fn start_with_env(exe: &str, serve_args: &[&str], env: &[(&str, &str)]) -> Self {
         let state = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let runtime = tempfile::Builder::new()
             .prefix("ph")
@@ -75,6 +82,10 @@ impl Ptyhub {
             exe: PathBuf::from(exe),
             server: None,
             serve_args: serve_args.iter().map(|a| (*a).to_owned()).collect(),
+            serve_env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
             addr: String::new(),
             token: "test-token".to_owned(),
             socket: runtime.path().join("ptyhub").join("server.sock"),
@@ -105,6 +116,7 @@ impl Ptyhub {
             // Also in the environment, so tests can check it never reaches a shell.
             .env("PTYHUB_TOKEN", &self.token)
             .env_remove("PTYHUB_SOCKET")
+            .envs(self.serve_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -185,6 +197,14 @@ impl Ptyhub {
             .unwrap_or_else(|e| panic!("cannot run ptyhub cli: {e}"))
     }
 
+    /// The directory of terminal `id` under the state dir, if it has one.
+    pub fn terminal_dir(&self, id: &str) -> Option<PathBuf> {
+        let mut dirs = Vec::new();
+        collect_terminal_dirs(self.state.path(), &mut dirs);
+        dirs.into_iter()
+            .find(|dir| dir.file_name().is_some_and(|name| name == id))
+    }
+
     /// Every `meta.json` under the state dir.
     pub fn metas(&self) -> Vec<Value> {
         let mut found = Vec::new();
@@ -200,6 +220,71 @@ impl Ptyhub {
             .filter_map(|p| u32::try_from(p).ok())
             .collect()
     }
+}
+
+fn collect_terminal_dirs(dir: &Path, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.join("meta.json").is_file() {
+                found.push(path.clone());
+            }
+            collect_terminal_dirs(&path, found);
+        }
+    }
+}
+
+/// Runs `ptyhub serve` with extra flags and environment variables on throwaway directories and
+/// port 0, for a configuration it must refuse, and returns how it exited and what it wrote to
+/// stderr. Fails the test (after killing it) if it serves instead.
+pub fn serve_refused(
+    exe: &str,
+    serve_args: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::ExitStatus, String) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let mut child = Command::new(exe)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--token",
+            "test-token",
+            "--state-dir",
+        ])
+        .arg(dir.path().join("state"))
+        .args(serve_args)
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .env("HOME", dir.path())
+        .env_remove("PTYHUB_SOCKET")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start ptyhub: {e}"));
+    let deadline = std::time::Instant::now() + default_timeout();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("ptyhub serve {serve_args:?} with {env:?} did not refuse to start");
+            }
+        }
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+    }
+    (status, stderr)
 }
 
 fn collect_metas(dir: &Path, found: &mut Vec<Value>) {

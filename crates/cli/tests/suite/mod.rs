@@ -9,6 +9,7 @@ mod lifecycle;
 mod limits;
 mod mcp;
 mod observe;
+mod rotation;
 mod send;
 mod v1_sdk;
 mod ws;
