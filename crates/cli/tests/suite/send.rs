@@ -169,7 +169,10 @@ async fn signals_reach_the_foreground_group() {
     assert_eq!(data(&started)["status"], "running");
     let signaled = ptyhub_test_support::wait_until("the pipeline owns the terminal", || async {
         let answer = post(&client, &path, json!({ "signal": "WINCH" })).await;
-        (data(&answer)["is_shell"] == false).then_some(answer)
+        // Until the forked children have exec'd, the group's program is still "bash".
+        let program = data(&answer)["program"].clone();
+        (data(&answer)["is_shell"] == false && (program == "sleep" || program == "cat"))
+            .then_some(answer)
     })
     .await;
     assert_eq!(data(&signaled)["signal"], "WINCH");

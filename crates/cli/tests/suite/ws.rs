@@ -705,3 +705,45 @@ async fn an_anonymous_terminal_ends_with_the_server_that_held_its_connection() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_connections_older_than_the_kept_log_are_told_so() {
+    let hub = Ptyhub::start_with(
+        env!("CARGO_BIN_EXE_ptyhub"),
+        &["--event-log-keep", "262144"],
+    );
+    let client = hub.local();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    exec(&client, &id, "echo early").await;
+    // A stalled watcher that will fall behind what the log keeps.
+    let mut stalled = connect(&client, &ws_path(&id, "mode=watch&protocol=binary")).await;
+    let ready = next_json(&mut stalled).await;
+    let early = ready["seq"].as_u64().unwrap_or_default();
+    // More events than are buffered for live connections, whatever their size.
+    exec(&client, &id, "seq 1 3000000 > /dev/tty; echo rotated").await;
+
+    // Resuming from a seq the log no longer keeps: refused before the upgrade, retryable.
+    let expired = client
+        .websocket(&ws_path(&id, &format!("mode=watch&since_seq={early}")))
+        .await;
+    assert!(
+        matches!(&expired, Err(ClientError::Api(e)) if e.code == ErrorCode::CursorExpired),
+        "{:?}",
+        expired.err()
+    );
+
+    // The stalled watcher is closed with the reason instead of skipping output.
+    let mut frames = Vec::new();
+    loop {
+        match next_message(&mut stalled).await {
+            Some(LiveMessage::Text(text)) => frames.push(text.as_str().to_owned()),
+            Some(LiveMessage::Binary(_)) => {}
+            Some(_) => {}
+            None => break,
+        }
+    }
+    assert!(
+        frames.iter().any(|f| f.contains("CURSOR_EXPIRED")),
+        "{frames:?}"
+    );
+}
