@@ -208,8 +208,11 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
         )
     })?;
     let url = format!("http://{}/", server.local_addr);
+    // The fragment is never sent to the server; the page trades it for a login cookie and
+    // removes it from the address bar.
+    let web = format!("{url}#token={}", fragment_encode(&token));
     let banner = format!(
-        "ptyhub {} serving\n  url:    {url}\n  token:  {token}\n  state:  {}\n  socket: {}\n  terminals found: {rediscovered}\n",
+        "ptyhub {} serving\n  url:    {url}\n  web:    {web}\n  token:  {token}\n  state:  {}\n  socket: {}\n  terminals found: {rediscovered}\n",
         env!("CARGO_PKG_VERSION"),
         state_path.display(),
         socket_path.display()
@@ -231,6 +234,20 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, serving).await;
     tracing::info!("stopped; terminals keep running");
     Ok(())
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986), for a URL fragment value.
+fn fragment_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 async fn wait_for_stop_signal() {
@@ -275,5 +292,12 @@ mod tests {
             assert!(parse_event_log_keep(refused).is_err(), "{refused:?}");
         }
         assert!(parse_event_log_keep("1000").is_err_and(|e| e.contains("at least 65536")));
+    }
+
+    #[test]
+    fn a_token_survives_the_fragment() {
+        assert_eq!(fragment_encode("abc123-._~"), "abc123-._~");
+        assert_eq!(fragment_encode("a b&c=d#e+f%"), "a%20b%26c%3Dd%23e%2Bf%25");
+        assert_eq!(fragment_encode("é"), "%C3%A9");
     }
 }

@@ -1,14 +1,18 @@
 //! Who a request acts for, and what it may do: the one policy function of the server.
 //!
-//! A request over TCP carries a bearer token; the generated local token acts for the server's
-//! own user with every capability. A request over the local unix socket acts for the peer's
-//! uid (`SO_PEERCRED`); the server's own user (or root) gets every capability. The owner is the
-//! only principal that sees a terminal.
+//! A request over TCP carries a bearer token, or the web page's login cookie (a random secret
+//! that stands for the principal that signed in, [`crate::login`]); the generated local token,
+//! and every login or ticket made with it, acts for the server's own user with every capability.
+//! A cookie is sent by the browser on its own, so a request that uses one must come from this
+//! server's own pages (`Origin`, see [`is_same_origin`]); requests with a bearer token are not
+//! asked. A request over the local unix socket acts for the peer's uid (`SO_PEERCRED`); the
+//! server's own user (or root) gets every capability. The owner is the only principal that sees
+//! a terminal.
 
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::header;
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use ptyhub_protocol::error::{ApiError, ErrorCode};
@@ -60,6 +64,14 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// The owner with every capability.
+    pub(crate) fn everything(owner: String) -> Self {
+        Self {
+            owner,
+            capabilities: Capability::ALL.to_vec(),
+        }
+    }
+
     pub fn require(&self, capability: Capability) -> Result<(), ApiError> {
         if self.capabilities.contains(&capability) {
             Ok(())
@@ -90,33 +102,56 @@ impl
     }
 }
 
-/// What a credential resolves to: the single policy decision.
+/// What a request presents: the input of the single policy decision.
 enum Credential<'a> {
-    Bearer(Option<&'a str>),
+    /// `Authorization: Bearer …` over TCP.
+    Bearer(&'a str),
+    /// The web page's login cookie over TCP; `is_same_origin` tells whether the request came
+    /// from this server's own pages (see [`is_same_origin`]).
+    Login {
+        value: &'a str,
+        is_same_origin: bool,
+    },
+    /// A one-time ticket, exchanged for a login.
+    Ticket(&'a str),
+    /// Nothing, over TCP.
+    Missing,
+    /// The peer of a local unix-socket connection.
     PeerUid(Option<u32>),
 }
 
 fn resolve(state: &AppState, credential: Credential<'_>) -> Result<Principal, ApiError> {
     let server_uid = rustix::process::getuid().as_raw();
-    let everything = |owner: String| Principal {
-        owner,
-        capabilities: Capability::ALL.to_vec(),
-    };
     match credential {
-        Credential::Bearer(Some(token))
-            if constant_time_eq(token.as_bytes(), state.token.as_bytes()) =>
-        {
-            Ok(everything(server_uid.to_string()))
+        Credential::Bearer(token) if constant_time_eq(token.as_bytes(), state.token.as_bytes()) => {
+            Ok(Principal::everything(server_uid.to_string()))
         }
-        Credential::Bearer(Some(_)) => {
-            Err(ApiError::new(ErrorCode::Unauthenticated, "invalid token"))
-        }
-        Credential::Bearer(None) => Err(ApiError::new(
+        Credential::Bearer(_) => Err(ApiError::new(ErrorCode::Unauthenticated, "invalid token")),
+        Credential::Login {
+            is_same_origin: false,
+            ..
+        } => Err(ApiError::new(
+            ErrorCode::PermissionDenied,
+            "the login cookie is accepted only from this server's own pages (Origin)",
+        )),
+        Credential::Login { value, .. } => state.logins.find(value).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Unauthenticated,
+                "the login has ended; sign in again",
+            )
+        }),
+        Credential::Ticket(ticket) => state.logins.redeem_ticket(ticket).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Unauthenticated,
+                "the ticket is unknown, used or expired",
+            )
+        }),
+        Credential::Missing => Err(ApiError::new(
             ErrorCode::Unauthenticated,
             "missing bearer token (Authorization: Bearer <token>)",
         )),
         Credential::PeerUid(Some(uid)) if uid == server_uid || uid == 0 => {
-            Ok(everything(server_uid.to_string()))
+            Ok(Principal::everything(server_uid.to_string()))
         }
         Credential::PeerUid(_) => Err(ApiError::new(
             ErrorCode::PermissionDenied,
@@ -125,27 +160,103 @@ fn resolve(state: &AppState, credential: Credential<'_>) -> Result<Principal, Ap
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn bearer(request: &Request) -> Option<&str> {
-    let value = request
-        .headers()
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
+/// The value of the cookie `name`, from any `Cookie` header.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find_map(|(key, value)| (key == name).then_some(value))
+}
+
+/// The credential of a TCP request: its bearer token if it has one, else its login cookie.
+fn tcp_credential<'a>(state: &AppState, method: &Method, headers: &'a HeaderMap) -> Credential<'a> {
+    if let Some(token) = bearer(headers) {
+        return Credential::Bearer(token);
+    }
+    match cookie(headers, state.logins.cookie_name()) {
+        Some(value) => Credential::Login {
+            value,
+            is_same_origin: is_same_origin(method, headers),
+        },
+        None => Credential::Missing,
+    }
+}
+
+/// Whether a request comes from this server's own pages as far as the browser tells (the
+/// defence against cross-site request forgery for cookie-authenticated requests): its `Origin`
+/// is this host, or it has no `Origin` and only reads (`GET`/`HEAD`, not a WebSocket upgrade).
+/// Browsers send `Origin` with every WebSocket upgrade and every `POST`, `PUT` and `DELETE`.
+fn is_same_origin(method: &Method, headers: &HeaderMap) -> bool {
+    match headers.get(header::ORIGIN) {
+        Some(origin) => origin_is_host(origin, headers.get(header::HOST)),
+        None => {
+            (method == Method::GET || method == Method::HEAD)
+                && !headers.contains_key(header::UPGRADE)
+        }
+    }
+}
+
+fn origin_is_host(origin: &HeaderValue, host: Option<&HeaderValue>) -> bool {
+    let (Ok(origin), Some(Ok(host))) = (origin.to_str(), host.map(HeaderValue::to_str)) else {
+        return false;
+    };
+    ["http://", "https://"].iter().any(|scheme| {
+        origin
+            .strip_prefix(scheme)
+            .is_some_and(|rest| rest.eq_ignore_ascii_case(host))
+    })
+}
+
+/// How a browser signs in (`POST /auth/session`).
+pub enum SignIn<'a> {
+    Token(&'a str),
+    Ticket(&'a str),
+}
+
+/// Refuses a request whose `Origin` is another site's page (programs that send no `Origin`
+/// pass): the check for signing in and out, which carry no login yet.
+pub fn require_own_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+    match headers.get(header::ORIGIN) {
+        Some(origin) if !origin_is_host(origin, headers.get(header::HOST)) => Err(ApiError::new(
+            ErrorCode::PermissionDenied,
+            "accepted only from this server's own pages (Origin)",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The principal a sign-in stands for (a browser's must come from this server's own pages).
+pub fn sign_in(
+    state: &AppState,
+    headers: &HeaderMap,
+    sign_in: SignIn<'_>,
+) -> Result<Principal, ApiError> {
+    require_own_origin(headers)?;
+    resolve(
+        state,
+        match sign_in {
+            SignIn::Token(token) => Credential::Bearer(token),
+            SignIn::Ticket(ticket) => Credential::Ticket(ticket),
+        },
+    )
+}
+
 /// Whether a `Host` header names this machine (no DNS rebinding through a foreign name).
-fn is_local_host(request: &Request, listen: SocketAddr) -> bool {
-    let Some(host) = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-    else {
+fn is_local_host(headers: &HeaderMap, listen: SocketAddr) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
         return true; // HTTP/1.0 clients may send none.
     };
     let name = match host.rsplit_once(':') {
@@ -156,21 +267,23 @@ fn is_local_host(request: &Request, listen: SocketAddr) -> bool {
     matches!(name, "localhost" | "127.0.0.1" | "::1") || name == listen.ip().to_string()
 }
 
-/// Middleware for the TCP listener: Host check, then bearer token.
-pub async fn tcp_auth(
-    State(state): State<AppState>,
-    ConnectInfo(_peer): ConnectInfo<SocketAddr>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    if !is_local_host(&request, state.listen) {
-        return HttpError::from(ApiError::new(
+/// Middleware for everything on the TCP listener, pages included: the `Host` check.
+pub async fn host_check(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if is_local_host(request.headers(), state.listen) {
+        next.run(request).await
+    } else {
+        HttpError::from(ApiError::new(
             ErrorCode::PermissionDenied,
             "Host header is not allowed",
         ))
-        .into_response();
+        .into_response()
     }
-    match resolve(&state, Credential::Bearer(bearer(&request))) {
+}
+
+/// Middleware for the data routes on the TCP listener: the bearer token or the login cookie.
+pub async fn tcp_auth(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let credential = tcp_credential(&state, request.method(), request.headers());
+    match resolve(&state, credential) {
         Ok(principal) => {
             request.extensions_mut().insert(principal);
             next.run(request).await
@@ -192,5 +305,70 @@ pub async fn unix_auth(
             next.run(request).await
         }
         Err(error) => HttpError::from(error).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                name.clone(),
+                HeaderValue::from_str(value).unwrap_or_else(|_| HeaderValue::from_static("")),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn the_origin_must_be_this_host() {
+        let host = (header::HOST, "127.0.0.1:18091");
+        let same = headers(&[host.clone(), (header::ORIGIN, "http://127.0.0.1:18091")]);
+        assert!(is_same_origin(&Method::POST, &same));
+        let foreign_port = headers(&[host.clone(), (header::ORIGIN, "http://127.0.0.1:8080")]);
+        assert!(!is_same_origin(&Method::POST, &foreign_port));
+        assert!(
+            !is_same_origin(&Method::GET, &foreign_port),
+            "a foreign origin never acts"
+        );
+        let foreign_site = headers(&[host.clone(), (header::ORIGIN, "http://evil.example")]);
+        assert!(!is_same_origin(&Method::GET, &foreign_site));
+        let null = headers(&[host.clone(), (header::ORIGIN, "null")]);
+        assert!(!is_same_origin(&Method::GET, &null));
+        let proxied = headers(&[host.clone(), (header::ORIGIN, "https://127.0.0.1:18091")]);
+        assert!(is_same_origin(&Method::DELETE, &proxied));
+    }
+
+    #[test]
+    fn without_an_origin_a_cookie_only_reads() {
+        let plain = headers(&[(header::HOST, "localhost:1")]);
+        assert!(is_same_origin(&Method::GET, &plain));
+        assert!(is_same_origin(&Method::HEAD, &plain));
+        assert!(!is_same_origin(&Method::POST, &plain));
+        assert!(!is_same_origin(&Method::DELETE, &plain));
+        let upgrade = headers(&[
+            (header::HOST, "localhost:1"),
+            (header::UPGRADE, "websocket"),
+        ]);
+        assert!(
+            !is_same_origin(&Method::GET, &upgrade),
+            "every upgrade needs an Origin"
+        );
+        let no_host = headers(&[(header::ORIGIN, "http://localhost:1")]);
+        assert!(!is_same_origin(&Method::GET, &no_host));
+    }
+
+    #[test]
+    fn cookies_are_found_by_name() {
+        let map = headers(&[
+            (header::COOKIE, "a=1; ptyhub_login_1=x.y"),
+            (header::COOKIE, "ptyhub_login_2=z"),
+        ]);
+        assert_eq!(cookie(&map, "ptyhub_login_1"), Some("x.y"));
+        assert_eq!(cookie(&map, "ptyhub_login_2"), Some("z"));
+        assert_eq!(cookie(&map, "ptyhub_login"), None);
     }
 }

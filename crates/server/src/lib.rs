@@ -1,14 +1,17 @@
-//! ptyhub's transports: REST over TCP (bearer token) and over the local unix socket (peer
-//! uid), sharing one router. Handlers are thin; terminals live in `ptyhub-core`.
+//! ptyhub's transports: REST over TCP (bearer token or the web page's login cookie) and over
+//! the local unix socket (peer uid), sharing one router, and the web pages for people
+//! ([`web`]). Handlers are thin; terminals live in `ptyhub-core`.
 //!
 //! Entry type: [`Server`] — [`Server::bind`] then [`Server::run`] with a shutdown token.
 
 pub mod auth;
 pub mod http_error;
+pub mod login;
 pub mod mcp;
 pub mod stream;
 pub mod v1;
 pub mod v2;
+pub mod web;
 pub mod ws;
 
 use std::net::SocketAddr;
@@ -29,6 +32,7 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub token: Arc<str>,
     pub listen: SocketAddr,
+    pub logins: Arc<login::Logins>,
 }
 
 /// What the server needs to start.
@@ -65,18 +69,27 @@ impl Server {
                 registry: config.registry,
                 token: config.token.into(),
                 listen: local_addr,
+                logins: Arc::new(login::Logins::new(local_addr.port())),
             },
             local_addr,
             socket_path: config.socket_path,
         })
     }
 
-    fn router(&self) -> axum::Router<AppState> {
+    /// Every route that shows or changes data (the caller puts them behind authentication).
+    fn data_routes(&self) -> axum::Router<AppState> {
         v2::routes()
             .route("/openapi.json", axum::routing::get(openapi_json))
             .merge(v1::routes())
             .merge(ws::routes())
             .nest_service("/mcp", mcp::http_service(self.socket_path.clone()))
+    }
+
+    /// The data routes (already behind authentication) and the web pages, which hold no data
+    /// and are served to anyone.
+    fn router(&self, data: axum::Router<AppState>) -> axum::Router<AppState> {
+        web::routes()
+            .merge(data)
             .fallback(http_error::no_route)
             .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
     }
@@ -84,19 +97,27 @@ impl Server {
     /// Serves until `shutdown` is cancelled. Terminals keep running afterwards.
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
         let tcp_app = self
-            .router()
+            .router(
+                self.data_routes()
+                    .layer(axum::middleware::from_fn_with_state(
+                        self.state.clone(),
+                        auth::tcp_auth,
+                    )),
+            )
             .layer(axum::middleware::from_fn_with_state(
                 self.state.clone(),
-                auth::tcp_auth,
+                auth::host_check,
             ))
             .with_state(self.state.clone())
             .into_make_service_with_connect_info::<SocketAddr>();
         let unix_app = self
-            .router()
-            .layer(axum::middleware::from_fn_with_state(
-                self.state.clone(),
-                auth::unix_auth,
-            ))
+            .router(
+                self.data_routes()
+                    .layer(axum::middleware::from_fn_with_state(
+                        self.state.clone(),
+                        auth::unix_auth,
+                    )),
+            )
             .with_state(self.state.clone())
             .into_make_service_with_connect_info::<auth::UnixPeer>();
         let tcp_shutdown = shutdown.clone();

@@ -546,7 +546,8 @@ struct UrlQuery {
     session_id: Option<String>,
 }
 
-/// A link to the terminal's web page; without `session_id`, a new terminal's.
+/// A link to the terminal's web page that works in a fresh browser (a one-time ticket in the
+/// fragment, valid for ten minutes); without `session_id`, a new terminal's.
 #[utoipa::path(get, path = "/v1/shell/terminal-url", tag = "v1", operation_id = "v1_terminal_url", responses((status = 200, description = "inside the {success, message, data} envelope", body = String), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn terminal_url(
     State(state): State<AppState>,
@@ -571,13 +572,22 @@ async fn terminal_url(
                 .0
         }
     };
+    // The address the caller reached us at; the local socket's clients name no port.
     let host = headers
         .get(axum::http::header::HOST)
         .and_then(|h| h.to_str().ok())
+        .filter(|host| {
+            host.rsplit_once(':').is_some_and(|(_, port)| {
+                !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())
+            })
+        })
         .map_or_else(|| state.listen.to_string(), str::to_owned);
+    // A fresh browser has no login: the one-time ticket in the fragment (never sent to the
+    // server, removed by the page) signs it in.
+    let ticket = state.logins.issue_ticket(principal.clone());
     ok(
         "Terminal URL",
-        format!("http://{host}/terminal?session_id={id}"),
+        format!("http://{host}/terminal?session_id={id}#ticket={ticket}"),
     )
 }
 

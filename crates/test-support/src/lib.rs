@@ -51,6 +51,8 @@ pub struct Ptyhub {
     serve_args: Vec<String>,
     serve_env: Vec<(String, String)>,
     pub addr: String,
+    /// The banner's web address (`http://…/#token=…`).
+    pub web_url: String,
     pub token: String,
     pub socket: PathBuf,
     state: tempfile::TempDir,
@@ -87,6 +89,7 @@ impl Ptyhub {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             addr: String::new(),
+            web_url: String::new(),
             token: "test-token".to_owned(),
             socket: runtime.path().join("ptyhub").join("server.sock"),
             state,
@@ -124,22 +127,27 @@ impl Ptyhub {
             .unwrap_or_else(|e| panic!("cannot start ptyhub: {e}"));
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         let mut lines = BufReader::new(stdout).lines();
-        let addr = loop {
+        let mut addr = None;
+        let web_url = loop {
             match lines.next() {
                 Some(Ok(line)) => {
                     if let Some(url) = line.trim().strip_prefix("url:") {
-                        break url
-                            .trim()
-                            .trim_start_matches("http://")
-                            .trim_end_matches('/')
-                            .to_owned();
+                        addr = Some(
+                            url.trim()
+                                .trim_start_matches("http://")
+                                .trim_end_matches('/')
+                                .to_owned(),
+                        );
+                    } else if let Some(web) = line.trim().strip_prefix("web:") {
+                        break web.trim().to_owned();
                     }
                 }
-                _ => panic!("ptyhub exited before printing its url"),
+                _ => panic!("ptyhub exited before printing its url and web url"),
             }
         };
         std::thread::spawn(move || for _ in lines {});
-        self.addr = addr;
+        self.addr = addr.unwrap_or_else(|| panic!("no url: line before web:"));
+        self.web_url = web_url;
         self.server = Some(child);
     }
 

@@ -12,6 +12,7 @@ mod observe;
 mod rotation;
 mod send;
 mod v1_sdk;
+mod web;
 mod ws;
 
 use ptyhub_client::{Client, Method};

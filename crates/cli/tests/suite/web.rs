@@ -1,0 +1,467 @@
+//! The web pages and the browser's sign-in: pages and assets load without a token, every data
+//! route needs one (or the login cookie, only from this server's own pages), tickets work once.
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::start;
+
+/// One HTTP/1.1 answer, headers and all (the typed client hides them and always sends the token).
+struct Raw {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Raw {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+/// Sends one request with exactly these headers (plus `Host` and `Connection: close` unless
+/// given); reads the whole answer, or only the head of a `101` upgrade.
+async fn raw(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Raw {
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    let has = |wanted: &str| {
+        headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case(wanted))
+    };
+    let mut request = format!("{method} {path} HTTP/1.1\r\n");
+    if !has("host") {
+        request.push_str(&format!("Host: {addr}\r\n"));
+    }
+    if !has("connection") {
+        request.push_str("Connection: close\r\n");
+    }
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !body.is_empty() {
+        request.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("write: {e}"));
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        let read = tokio::time::timeout(
+            ptyhub_test_support::default_timeout(),
+            stream.read(&mut chunk),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("no whole answer to {method} {path}"))
+        .unwrap_or_else(|e| panic!("read: {e}"));
+        if read == 0 {
+            break;
+        }
+        answer.extend_from_slice(&chunk[..read]);
+        if is_complete(&answer) {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {head:?}"));
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    Raw {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+/// Whether `answer` holds a whole response: the head of an upgrade (the connection stays open),
+/// or a head and `Content-Length` bytes (a kept-alive connection does not end).
+fn is_complete(answer: &[u8]) -> bool {
+    let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+    if head.starts_with("http/1.1 101") {
+        return true;
+    }
+    head.lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .and_then(|length| length.trim().parse::<usize>().ok())
+        .is_some_and(|length| answer.len() >= end + 4 + length)
+}
+
+/// Signs in with `body` and returns the `name=value` of the login cookie.
+async fn sign_in(addr: &str, body: serde_json::Value) -> Raw {
+    raw(addr, "POST", "/auth/session", &[], &body.to_string()).await
+}
+
+fn cookie_of(answer: &Raw) -> String {
+    let set = answer
+        .header("set-cookie")
+        .unwrap_or_else(|| panic!("no Set-Cookie in {:?}", answer.headers));
+    set.split(';').next().unwrap_or_default().trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_and_assets_load_without_a_token_and_hold_no_data() {
+    let hub = start();
+    let id = super::create(&hub.http(), json!({ "id": "secret-name" })).await;
+    for page in ["/", "/terminal?session_id=secret-name&mode=watch"] {
+        let answer = raw(&hub.addr, "GET", page, &[], "").await;
+        assert_eq!(answer.status, 200, "{page}");
+        assert_eq!(
+            answer.header("content-type"),
+            Some("text/html; charset=utf-8")
+        );
+        assert!(
+            answer
+                .header("content-security-policy")
+                .is_some_and(|p| p.contains("default-src 'self'")),
+            "{:?}",
+            answer.headers
+        );
+        assert!(!answer.body.contains(&hub.token) && !answer.body.contains(&id));
+    }
+    let xterm = raw(
+        &hub.addr,
+        "GET",
+        "/assets/vendor/xterm@6.0.0/lib/xterm.js",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(xterm.status, 200);
+    assert_eq!(
+        xterm.header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+    assert_eq!(
+        xterm.header("cache-control"),
+        Some("public, max-age=31536000, immutable")
+    );
+    assert!(xterm.body.len() > 100_000, "the whole UMD build");
+    let css = raw(
+        &hub.addr,
+        "GET",
+        "/assets/vendor/xterm@6.0.0/css/xterm.css",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(css.header("content-type"), Some("text/css; charset=utf-8"));
+    let license = raw(
+        &hub.addr,
+        "GET",
+        "/assets/vendor/addon-fit@0.11.0/LICENSE",
+        &[],
+        "",
+    )
+    .await;
+    assert!(license.body.contains("Permission is hereby granted"));
+    let script = raw(&hub.addr, "GET", "/assets/terminal.js", &[], "").await;
+    assert_eq!(script.header("cache-control"), Some("no-cache"));
+    let etag = script
+        .header("etag")
+        .unwrap_or_else(|| panic!("no ETag"))
+        .to_owned();
+    let again = raw(
+        &hub.addr,
+        "GET",
+        "/assets/terminal.js",
+        &[("If-None-Match", &etag)],
+        "",
+    )
+    .await;
+    assert_eq!(again.status, 304);
+    assert!(again.body.is_empty());
+    let missing = raw(&hub.addr, "GET", "/assets/nope.js", &[], "").await;
+    assert_eq!(missing.status, 404);
+    let rebinding = raw(&hub.addr, "GET", "/", &[("Host", "evil.example:80")], "").await;
+    assert_eq!(rebinding.status, 403, "pages keep the Host check too");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_data_route_answers_without_a_token_or_login() {
+    let hub = start();
+    super::create(&hub.http(), json!({ "id": "t" })).await;
+    let routes = [
+        ("GET", "/v2/pty/sessions", ""),
+        ("GET", "/v2/pty/sessions/t", ""),
+        ("POST", "/v2/pty/sessions", "{}"),
+        ("POST", "/v2/pty/sessions/t/exec", r#"{"command":"true"}"#),
+        ("GET", "/v2/pty/sessions/t/snapshot", ""),
+        ("GET", "/v1/shell/sessions", ""),
+        ("GET", "/v1/shell/terminal-url", ""),
+        ("POST", "/v1/shell/exec", r#"{"command":"true"}"#),
+        ("GET", "/openapi.json", ""),
+        ("POST", "/mcp", "{}"),
+    ];
+    let bogus = "ptyhub_login_1=nope.nope";
+    for (method, path, body) in routes {
+        for headers in [vec![], vec![("Cookie", bogus)]] {
+            let answer = raw(&hub.addr, method, path, &headers, body).await;
+            assert_eq!(
+                answer.status, 401,
+                "{method} {path} {headers:?}: {}",
+                answer.body
+            );
+            assert_eq!(answer.json()["error"]["code"], "UNAUTHENTICATED");
+        }
+    }
+    let wrong = sign_in(&hub.addr, json!({ "token": "not-the-token" })).await;
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.header("set-cookie").is_none());
+    let both = sign_in(&hub.addr, json!({ "token": hub.token, "ticket": "x" })).await;
+    assert_eq!(both.status, 400, "one credential at a time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_url_ticket_signs_a_browser_in_once() {
+    let hub = start();
+    let client = hub.http();
+    let id = super::create(&client, json!({})).await;
+    let answer = super::get(&client, &format!("/v1/shell/terminal-url?session_id={id}")).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let url = answer.body["data"].as_str().unwrap_or_default().to_owned();
+    let prefix = format!("http://{}/terminal?session_id={id}#ticket=", hub.addr);
+    let ticket = url
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{url} does not start with {prefix}"));
+    assert!(ticket.len() >= 40, "a random ticket: {ticket}");
+    let missing = super::get(&client, "/v1/shell/terminal-url?session_id=nope").await;
+    assert_eq!(missing.status, 404);
+    let fresh = super::get(&client, "/v1/shell/terminal-url").await;
+    let fresh = fresh.body["data"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        fresh.contains("/terminal?session_id=") && fresh.contains("#ticket=") && fresh != url,
+        "{fresh}"
+    );
+
+    let signed_in = sign_in(&hub.addr, json!({ "ticket": ticket })).await;
+    assert_eq!(signed_in.status, 200, "{}", signed_in.body);
+    let set = signed_in
+        .header("set-cookie")
+        .unwrap_or_default()
+        .to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attribute), "{set}");
+    }
+    let cookie = cookie_of(&signed_in);
+    let port = hub.addr.rsplit(':').next().unwrap_or_default();
+    assert!(
+        cookie.starts_with(&format!("ptyhub_login_{port}=")),
+        "{cookie}"
+    );
+    assert!(!cookie.contains(&hub.token) && !cookie.contains(ticket));
+    let status = raw(
+        &hub.addr,
+        "GET",
+        &format!("/v2/pty/sessions/{id}"),
+        &[("Cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert_eq!(
+        status.status, 200,
+        "the ticket's login reads: {}",
+        status.body
+    );
+
+    let again = sign_in(&hub.addr, json!({ "ticket": ticket })).await;
+    assert_eq!(again.status, 401, "a ticket works once: {}", again.body);
+    assert!(again.header("set-cookie").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_login_cookie_works_only_from_this_servers_own_pages() {
+    let hub = start();
+    let id = super::create(&hub.http(), json!({ "id": "mine" })).await;
+    let own = format!("http://{}", hub.addr);
+    let port = hub.addr.rsplit(':').next().unwrap_or_default();
+    let foreign = "http://127.0.0.1:1";
+
+    let refused = raw(
+        &hub.addr,
+        "POST",
+        "/auth/session",
+        &[("Origin", foreign)],
+        &json!({ "token": hub.token }).to_string(),
+    )
+    .await;
+    assert_eq!(refused.status, 403, "a foreign page cannot sign in");
+    let signed_in = raw(
+        &hub.addr,
+        "POST",
+        "/auth/session",
+        &[("Origin", &own)],
+        &json!({ "token": hub.token }).to_string(),
+    )
+    .await;
+    assert_eq!(signed_in.status, 200, "{}", signed_in.body);
+    let cookie = cookie_of(&signed_in);
+    assert!(!cookie.contains(&hub.token), "the cookie is not the token");
+
+    let list = raw(
+        &hub.addr,
+        "GET",
+        "/v2/pty/sessions",
+        &[("Cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert_eq!(list.json()["data"]["sessions"][0]["session_id"], id);
+    let same_origin_get = raw(
+        &hub.addr,
+        "GET",
+        "/v2/pty/sessions",
+        &[("Cookie", &cookie), ("Origin", &own)],
+        "",
+    )
+    .await;
+    assert_eq!(same_origin_get.status, 200);
+    let foreign_get = raw(
+        &hub.addr,
+        "GET",
+        "/v2/pty/sessions",
+        &[("Cookie", &cookie), ("Origin", foreign)],
+        "",
+    )
+    .await;
+    assert_eq!(foreign_get.status, 403, "{}", foreign_get.body);
+
+    let create = json!({ "id": "from-the-page" }).to_string();
+    for origin in [None, Some(foreign), Some("null")] {
+        let mut headers = vec![("Cookie", cookie.as_str())];
+        headers.extend(origin.map(|o| ("Origin", o)));
+        let answer = raw(&hub.addr, "POST", "/v2/pty/sessions", &headers, &create).await;
+        assert_eq!(
+            answer.status, 403,
+            "POST with Origin {origin:?}: {}",
+            answer.body
+        );
+        assert_eq!(answer.json()["error"]["code"], "PERMISSION_DENIED");
+    }
+    let killed = raw(
+        &hub.addr,
+        "DELETE",
+        "/v2/pty/sessions/mine",
+        &[("Cookie", &cookie), ("Origin", foreign)],
+        "",
+    )
+    .await;
+    assert_eq!(killed.status, 403);
+    let created = raw(
+        &hub.addr,
+        "POST",
+        "/v2/pty/sessions",
+        &[("Cookie", &cookie), ("Origin", &own)],
+        &create,
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+
+    let upgrade = [
+        ("Connection", "Upgrade"),
+        ("Upgrade", "websocket"),
+        ("Sec-WebSocket-Version", "13"),
+        ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ("Cookie", cookie.as_str()),
+    ];
+    let ws = "/v2/pty/sessions/mine/ws?mode=watch";
+    for origin in [None, Some(foreign)] {
+        let mut headers = upgrade.to_vec();
+        headers.extend(origin.map(|o| ("Origin", o)));
+        let answer = raw(&hub.addr, "GET", ws, &headers, "").await;
+        assert_eq!(
+            answer.status, 403,
+            "upgrade with Origin {origin:?}: {}",
+            answer.body
+        );
+    }
+    let mut headers = upgrade.to_vec();
+    headers.push(("Origin", &own));
+    let answer = raw(&hub.addr, "GET", ws, &headers, "").await;
+    assert_eq!(
+        answer.status, 101,
+        "the page's own upgrade: {}",
+        answer.body
+    );
+
+    let bearer = format!("Bearer {}", hub.token);
+    let with_token = raw(
+        &hub.addr,
+        "POST",
+        "/v2/pty/sessions",
+        &[("Authorization", &bearer), ("Origin", foreign)],
+        &json!({ "id": "by-token" }).to_string(),
+    )
+    .await;
+    assert_eq!(
+        with_token.status, 201,
+        "a bearer token is not asked for an Origin: {}",
+        with_token.body
+    );
+
+    let other_port = format!("ptyhub_login_{}=x.y", port.parse::<u32>().unwrap_or(0) + 1);
+    let foreign_cookie = raw(
+        &hub.addr,
+        "GET",
+        "/v2/pty/sessions",
+        &[("Cookie", &format!("{other_port}; {cookie}"))],
+        "",
+    )
+    .await;
+    assert_eq!(
+        foreign_cookie.status, 200,
+        "another server's cookie on this host is ignored"
+    );
+
+    let logout = raw(
+        &hub.addr,
+        "POST",
+        "/auth/logout",
+        &[("Cookie", &cookie), ("Origin", &own)],
+        "",
+    )
+    .await;
+    assert_eq!(logout.status, 200);
+    assert!(
+        logout
+            .header("set-cookie")
+            .is_some_and(|c| c.contains("Max-Age=0")),
+        "{:?}",
+        logout.headers
+    );
+    let after = raw(
+        &hub.addr,
+        "GET",
+        "/v2/pty/sessions",
+        &[("Cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert_eq!(after.status, 401, "the login ended");
+}

@@ -1,0 +1,261 @@
+// One terminal in the browser: xterm.js (fit, unicode11) on the WebSocket of docs/websocket.md,
+// as an `attach` peer (typing works) or, with `?mode=watch`, a read-only `watch` peer.
+//
+// Flow at a glance:
+// 1. Sign in if needed (login.js) and check the terminal exists (GET /v2/pty/sessions/{id}).
+// 2. Connect with `restore=true`: the retained history repaints the fresh xterm.
+// 3. Write every `restore_output` and `output` frame and remember its `seq`.
+// 4. When the socket drops, reconnect with backoff and `since_seq=<last seq>`: what was missed
+//    arrives exactly once. If the log no longer has it (`CURSOR_EXPIRED`, or the event log
+//    starts after it), reset and restore.
+// 5. `exit` ends the connection for good; the connection state, `error` and `lagged` show in a
+//    small status line.
+'use strict';
+
+(() => {
+  const RECONNECT_FIRST_MS = 250;
+  const RECONNECT_MAX_MS = 8000;
+  const PING_EVERY_MS = 20000;
+  const PONG_WITHIN_MS = 10000;
+  // Error codes that refuse a connection for good.
+  const FATAL = new Set(['SESSION_NOT_FOUND', 'SESSION_NOT_RUNNING', 'PERMISSION_DENIED', 'INVALID_INPUT']);
+
+  const query = new URLSearchParams(location.search);
+  const id = query.get('session_id') || '';
+  const mode = query.get('mode') === 'watch' ? 'watch' : 'attach';
+  const isWatcher = mode === 'watch';
+  const status = document.getElementById('status');
+
+  const term = new Terminal({
+    allowProposedApi: true, // the unicode11 addon registers through a proposed API
+    disableStdin: isWatcher,
+    cursorBlink: !isWatcher,
+    scrollback: 10000,
+    fontFamily: 'ui-monospace, "DejaVu Sans Mono", "Liberation Mono", Menlo, Consolas, monospace',
+    fontSize: 14,
+  });
+  const fit = new FitAddon.FitAddon();
+  term.loadAddon(fit);
+  term.loadAddon(new Unicode11Addon.Unicode11Addon());
+  term.unicode.activeVersion = '11';
+
+  let socket = null;
+  let lastSeq = null; // `seq` of the last output frame written to xterm
+  let attempt = 0; // reconnects since the last `ready`
+  let isFinished = false;
+  let pingTimer = null;
+  let pongTimer = null;
+
+  // For tests and the browser console.
+  window.ptyhub = {
+    terminal: term,
+    mode,
+    get socket() { return socket; },
+    get lastSeq() { return lastSeq; },
+  };
+
+  function setStatus(state, text) {
+    status.dataset.state = state;
+    status.textContent = text;
+  }
+
+  function socketUrl() {
+    const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    const params = new URLSearchParams({ mode });
+    if (lastSeq === null) params.set('restore', 'true');
+    else params.set('since_seq', String(lastSeq));
+    return `${scheme}//${location.host}/v2/pty/sessions/${encodeURIComponent(id)}/ws?${params}`;
+  }
+
+  function send(frame) {
+    if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(frame));
+  }
+
+  function finish(state, text) {
+    isFinished = true;
+    stopPing();
+    setStatus(state, text);
+    if (socket) socket.close();
+    socket = null;
+  }
+
+  function connect() {
+    const ws = new WebSocket(socketUrl());
+    socket = ws;
+    let isReady = false;
+    let refusal = null;
+    ws.onmessage = (event) => {
+      if (ws !== socket || typeof event.data !== 'string') return;
+      let frame;
+      try {
+        frame = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      if (frame.type === 'ready') isReady = true;
+      if (frame.type === 'error' && (!isReady || frame.code === 'CURSOR_EXPIRED')) refusal = frame;
+      handle(frame);
+    };
+    ws.onclose = () => {
+      if (ws !== socket) return; // replaced or abandoned
+      socket = null;
+      stopPing();
+      if (!isFinished) reconnect(isReady, refusal);
+    };
+  }
+
+  function handle(frame) {
+    switch (frame.type) {
+      case 'ready':
+        attempt = 0;
+        setStatus('connected', isWatcher ? 'watching (read-only)' : 'connected');
+        if (isWatcher) term.resize(frame.cols, frame.rows);
+        else send({ type: 'resize', cols: term.cols, rows: term.rows });
+        startPing();
+        break;
+      case 'restore_output':
+      case 'output':
+        term.write(frame.data);
+        lastSeq = frame.seq;
+        break;
+      case 'resize':
+        if (isWatcher) term.resize(frame.cols, frame.rows);
+        break;
+      case 'lagged':
+        setStatus('connected', 'catching up from the log…');
+        break;
+      case 'exit': {
+        const how = frame.signal ? `signal ${frame.signal}` : `code ${frame.exit_code}`;
+        finish('exited', `exited (${how})`);
+        break;
+      }
+      case 'error':
+        setStatus(status.dataset.state, `error: ${frame.data}`);
+        break;
+      case 'pong':
+        clearTimeout(pongTimer);
+        pongTimer = null;
+        break;
+      default:
+        break; // terminal_restored, session_id, and frames this page does not use
+    }
+  }
+
+  // A connection that answers no `ping` is abandoned (a closing handshake on a dead link can
+  // take minutes) and replaced.
+  function startPing() {
+    stopPing();
+    pingTimer = setInterval(() => {
+      send({ type: 'ping', timestamp: Date.now() });
+      if (pongTimer === null) {
+        pongTimer = setTimeout(() => {
+          const dead = socket;
+          if (!dead) return;
+          socket = null;
+          stopPing();
+          dead.close();
+          reconnect(true, null);
+        }, PONG_WITHIN_MS);
+      }
+    }, PING_EVERY_MS);
+  }
+
+  function stopPing() {
+    clearInterval(pingTimer);
+    clearTimeout(pongTimer);
+    pingTimer = null;
+    pongTimer = null;
+  }
+
+  async function reconnect(wasReady, refusal) {
+    if (refusal && FATAL.has(refusal.code)) {
+      finish('error', `error: ${refusal.data}`);
+      return;
+    }
+    if (refusal && refusal.code === 'CURSOR_EXPIRED') restoreAfresh();
+    attempt += 1;
+    const delay = Math.min(RECONNECT_MAX_MS, RECONNECT_FIRST_MS * 2 ** (attempt - 1));
+    setStatus('reconnecting', attempt > 1 ? `reconnecting (attempt ${attempt})…` : 'reconnecting…');
+    await new Promise((resolve) => setTimeout(resolve, delay * (0.8 + 0.4 * Math.random())));
+    if (isFinished) return;
+    const there = await terminalIsThere(wasReady);
+    if (there === false) return;
+    if (there && !wasReady && lastSeq !== null && !(await logStillHolds(lastSeq))) restoreAfresh();
+    connect();
+  }
+
+  // The next connection repaints from the retained history instead of resuming at `seq`.
+  function restoreAfresh() {
+    term.reset();
+    lastSeq = null;
+  }
+
+  // A browser is never told why an upgrade was refused, so when resuming fails this asks the
+  // event log whether it still holds what follows `seq` (it drops its oldest segments; then
+  // `since_seq` is refused with CURSOR_EXPIRED). Unsure is yes: the next attempt asks again.
+  async function logStillHolds(seq) {
+    try {
+      const response = await fetch(`/v2/pty/sessions/${encodeURIComponent(id)}/events?after_seq=${seq}&limit=1`);
+      if (!response.ok) return true;
+      const page = (await response.json()).data;
+      if (page.last_seq < seq) return false; // a terminal that is not the one this page saw
+      return page.events.length === 0 || page.events[0].seq <= seq + 1;
+    } catch {
+      return true;
+    }
+  }
+
+  // Asks REST about the terminal, signing in again if the login ended (say, the server
+  // restarted). Returns true (it is there), false (it is not; the page says why), or null (the
+  // server does not answer).
+  async function terminalIsThere(wasReady) {
+    let response;
+    try {
+      response = await ptyhubLogin.whenSignedIn(() => fetch(`/v2/pty/sessions/${encodeURIComponent(id)}`));
+    } catch {
+      return null;
+    }
+    if (response.status === 404) {
+      finish('error', `no terminal "${id}"`);
+      return false;
+    }
+    if (!response.ok) return null;
+    const info = (await response.json().catch(() => null) || {}).data;
+    // An ended terminal still gets one connection (its last output and its `exit`).
+    if (info && (info.closed || info.state === 'exited' || info.state === 'error') && !wasReady && attempt > 1) {
+      finish('exited', `ended (${info.state})`);
+      return false;
+    }
+    return true;
+  }
+
+  function fitToWindow() {
+    if (!isWatcher) fit.fit();
+  }
+
+  (async () => {
+    document.title = `${id} · ptyhub`;
+    term.open(document.getElementById('terminal'));
+    fitToWindow();
+    let pending = false;
+    window.addEventListener('resize', () => {
+      if (pending) return;
+      pending = true;
+      requestAnimationFrame(() => {
+        pending = false;
+        fitToWindow();
+      });
+    });
+    if (!isWatcher) {
+      term.onData((data) => send({ type: 'input', data }));
+      term.onResize(({ cols, rows }) => send({ type: 'resize', cols, rows }));
+    }
+    if (!id) {
+      finish('error', 'no session_id in the address');
+      return;
+    }
+    if ((await terminalIsThere(false)) === false) return;
+    connect();
+    term.focus();
+  })();
+})();
