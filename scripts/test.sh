@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every check and test: formatting, lints, unit and integration tests (the real binary with
-# real bash, dash and zsh; tmux drives `attach` and `watch`). Installs the programs the tests
-# drive when they are missing.
+# real bash, dash and zsh; tmux drives `attach` and `watch`; headless Chromium drives the web
+# page). Installs the programs and the browser test's npm packages when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +36,23 @@ fi
 # The official MCP client SDK drives `ptyhub mcp` in the tests.
 if ! python3 -c 'import mcp.client.stdio' 2>/dev/null; then
   python3 -m pip install -q --disable-pip-version-check mcp
+fi
+
+# Headless Chromium drives the web terminal in the tests, through playwright-core from npm.
+if [ -z "${PTYHUB_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "no /usr/bin/chromium (and not root): the browser test will be skipped" >&2
+  fi
+fi
+if [ ! -d crates/cli/tests/web/node_modules ]; then
+  if ! command -v npm >/dev/null; then
+    echo "the browser test needs Node.js 20+ and npm" >&2
+    exit 1
+  fi
+  (cd crates/cli/tests/web && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
 cargo fmt --all -- --check

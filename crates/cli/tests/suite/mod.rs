@@ -13,6 +13,7 @@ mod rotation;
 mod send;
 mod v1_sdk;
 mod web;
+mod web_browser;
 mod ws;
 
 use ptyhub_client::{Client, Method};
@@ -76,13 +77,25 @@ pub async fn post(client: &Client, path: &str, body: Value) -> ptyhub_client::An
 
 /// Runs a Python client script of `tests/` with `env`; fails the test with its output.
 pub async fn run_python(script: &str, env: &[(&str, String)], install_hint: &str) {
-    let path = format!("{}/tests/{script}", env!("CARGO_MANIFEST_DIR"));
-    let output = tokio::process::Command::new("python3")
+    run_script("python3", script, env, install_hint).await;
+}
+
+/// Runs `interpreter tests/<script>` in the script's directory with `env`; fails the test with
+/// its output.
+pub async fn run_script(
+    interpreter: &str,
+    script: &str,
+    env: &[(&str, String)],
+    install_hint: &str,
+) {
+    let path = std::path::PathBuf::from(format!("{}/tests/{script}", env!("CARGO_MANIFEST_DIR")));
+    let output = tokio::process::Command::new(interpreter)
         .arg(&path)
+        .current_dir(path.parent().unwrap_or(&path))
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .await
-        .unwrap_or_else(|e| panic!("cannot run python3: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run {interpreter}: {e}"));
     assert!(
         output.status.success(),
         "{script} failed ({install_hint})\nstdout: {}\nstderr: {}",

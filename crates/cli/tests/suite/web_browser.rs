@@ -1,0 +1,38 @@
+//! The web terminal in headless Chromium (`playwright-core`) against the real binary: signing in
+//! from the banner's address, typing, watching, a dropped socket's exact replay, and a
+//! rotated event log, a terminal-url ticket; the steps are in `tests/web/terminal.test.mjs`.
+
+use std::path::Path;
+
+use ptyhub_test_support::Ptyhub;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_terminal_types_watches_and_resumes_in_chromium() {
+    let chromium =
+        std::env::var("PTYHUB_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    if !Path::new(&chromium).exists() {
+        eprintln!(
+            "SKIPPED: no Chromium at {chromium}; ./scripts/test.sh installs it \
+             (apt-get install chromium), or set PTYHUB_CHROMIUM"
+        );
+        return;
+    }
+    let web = format!("{}/tests/web", env!("CARGO_MANIFEST_DIR"));
+    assert!(
+        Path::new(&web)
+            .join("node_modules/playwright-core")
+            .is_dir(),
+        "playwright-core is not installed: run `npm ci` in {web} (./scripts/test.sh does)"
+    );
+    // A small event log, so the test can make it rotate past a page that is away.
+    let hub = Ptyhub::start_with(env!("CARGO_BIN_EXE_ptyhub"), &["--event-log-keep", "64K"]);
+    let timeout = ptyhub_test_support::default_timeout();
+    let env = [
+        ("PTYHUB_URL", format!("http://{}", hub.addr)),
+        ("PTYHUB_WEB_URL", hub.web_url.clone()),
+        ("PTYHUB_TOKEN", hub.token.clone()),
+        ("PTYHUB_CHROMIUM", chromium),
+        ("PTYHUB_TIMEOUT_MS", timeout.as_millis().to_string()),
+    ];
+    super::run_script("node", "web/terminal.test.mjs", &env, "npm ci in tests/web").await;
+}
