@@ -169,6 +169,35 @@ pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
     );
     let socket = client.websocket(&path).await?;
     let (mut sink, mut stream) = socket.split();
+    // The first frame says whether the terminal took us (`ready`) or why not (`error`); only
+    // then does the local terminal change.
+    loop {
+        match stream.next().await {
+            Some(Ok(LiveMessage::Text(text))) => {
+                let frame: serde_json::Value =
+                    serde_json::from_str(text.as_str()).unwrap_or_default();
+                match frame["type"].as_str() {
+                    Some("ready") => break,
+                    Some("error") => {
+                        let code = serde_json::from_value(frame["code"].clone())
+                            .unwrap_or(ptyhub_protocol::error::ErrorCode::Internal);
+                        let message = frame["data"].as_str().unwrap_or("refused").to_owned();
+                        return Err(ClientError::Api(ptyhub_protocol::error::ApiError::new(
+                            code, message,
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            Some(Ok(_)) => {}
+            Some(Err(error)) => return Err(ClientError::Http(error.to_string())),
+            None => {
+                return Err(ClientError::Http(
+                    "the server closed the connection".to_owned(),
+                ));
+            }
+        }
+    }
     let raw = RawMode::enter();
     let key_name = detach_key_name(args.detach_key);
     eprint!(

@@ -175,6 +175,15 @@ impl Client {
     /// Opens a WebSocket on `path_and_query` (e.g. `/v2/pty/sessions/t-1/ws?mode=watch`). A
     /// refusal before the upgrade comes back as the server's error.
     pub async fn websocket(&self, path_and_query: &str) -> Result<LiveSocket, ClientError> {
+        self.websocket_with(path_and_query, &[]).await
+    }
+
+    /// [`Client::websocket`] with extra request headers.
+    pub async fn websocket_with(
+        &self,
+        path_and_query: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<LiveSocket, ClientError> {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
         let (stream, host, token): (Box<dyn Io>, String, Option<&str>) = match &self.target {
             Target::Unix(path) => {
@@ -206,6 +215,14 @@ impl Client {
             request
                 .headers_mut()
                 .insert(http::header::AUTHORIZATION, value);
+        }
+        for (name, value) in headers {
+            if let (Ok(name), Ok(value)) = (
+                http::header::HeaderName::from_bytes(name.as_bytes()),
+                http::HeaderValue::from_str(value),
+            ) {
+                request.headers_mut().insert(name, value);
+            }
         }
         match tokio_tungstenite::client_async(request, stream).await {
             Ok((socket, _)) => Ok(socket),

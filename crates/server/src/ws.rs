@@ -7,6 +7,7 @@ use std::time::Duration;
 use axum::Extension;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
@@ -16,7 +17,7 @@ use ptyhub_core::terminal::TerminalHandle;
 use ptyhub_core::terminal::live::{
     ConnectOptions, Connection, LiveFrame, LiveMode, REPLAY_BYTES_MAX, REPLAY_BYTES_MIN, Ready,
 };
-use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::error::ApiError;
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::TermSize;
 use serde::{Deserialize, Serialize};
@@ -128,22 +129,37 @@ fn upgrade(ws: WebSocketUpgrade) -> WebSocketUpgrade {
         .max_frame_size(CLIENT_MESSAGE_MAX_BYTES)
 }
 
+/// Checks made before the upgrade, answered as HTTP errors: the request itself is wrong (its
+/// query), or it comes from another site's page, or the principal may not do this.
+fn admit(
+    principal: &Principal,
+    headers: &HeaderMap,
+    query: &WsQuery,
+) -> Result<(Transport, ConnectOptions), ApiError> {
+    let transport = query.transport()?;
+    let options = query.options()?;
+    crate::auth::require_own_origin(headers)?;
+    require(principal, options.mode)?;
+    Ok((transport, options))
+}
+
 /// `GET /v2/pty/sessions/{id}/ws`
 async fn session_ws(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     QueryParams(query): QueryParams<WsQuery>,
+    headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Result<Response, HttpError> {
     if query.session_id.is_some() {
         return Err(ApiError::invalid("session_id belongs in the path here").into());
     }
-    let transport = query.transport()?;
-    let options = query.options()?;
-    require(&principal, options.mode)?;
-    let handle = state.registry.get(&principal.owner, &id).await?;
-    open(ws, handle, options, transport, Preface::None).await
+    let (transport, options) = admit(&principal, &headers, &query)?;
+    Ok(open(ws, transport, options, async move {
+        let handle = state.registry.get(&principal.owner, &id).await?;
+        Ok((handle, Preface::None))
+    }))
 }
 
 /// `GET /v1/shell/ws?session_id=…`; without an id, a new terminal announced first.
@@ -151,26 +167,28 @@ async fn v1_ws(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     QueryParams(query): QueryParams<WsQuery>,
+    headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Result<Response, HttpError> {
-    let transport = query.transport()?;
-    let options = query.options()?;
-    require(&principal, options.mode)?;
-    let (handle, preface) = match &query.session_id {
-        Some(id) => (
-            state.registry.get(&principal.owner, id).await?,
-            Preface::None,
-        ),
-        None => {
-            principal.require(Capability::Create)?;
-            let (handle, _) = state
-                .registry
-                .create(&principal.owner, CreateSpec::default())
-                .await?;
-            (handle, Preface::AnnounceId)
+    let (transport, options) = admit(&principal, &headers, &query)?;
+    if query.session_id.is_none() {
+        principal.require(Capability::Create)?;
+    }
+    Ok(open(ws, transport, options, async move {
+        match &query.session_id {
+            Some(id) => Ok((
+                state.registry.get(&principal.owner, id).await?,
+                Preface::None,
+            )),
+            None => {
+                let (handle, _) = state
+                    .registry
+                    .create(&principal.owner, CreateSpec::default())
+                    .await?;
+                Ok((handle, Preface::AnnounceId))
+            }
         }
-    };
-    open(ws, handle, options, transport, preface).await
+    }))
 }
 
 /// `GET /v2/pty/ws`: a terminal that lives and dies with the connection.
@@ -178,6 +196,7 @@ async fn anonymous_ws(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     QueryParams(query): QueryParams<WsQuery>,
+    headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Result<Response, HttpError> {
     if query.durable.is_some() || query.restore.is_some() || query.since_seq.is_some() {
@@ -192,27 +211,22 @@ async fn anonymous_ws(
         )
         .into());
     }
-    let transport = query.transport()?;
+    let (transport, options) = admit(&principal, &headers, &query)?;
     principal.require(Capability::Create)?;
-    require(&principal, LiveMode::Relay { durable: false })?;
-    let spec = CreateSpec {
-        anonymous: true,
-        ..CreateSpec::default()
-    };
-    let (handle, _) = state.registry.create(&principal.owner, spec).await?;
-    let info = handle.info().await?;
-    let options = ConnectOptions {
-        mode: LiveMode::Relay { durable: false },
-        restore: false,
-        replay_bytes: REPLAY_BYTES_MAX,
-        since_seq: None,
-    };
-    let preface = Preface::Anonymous {
-        registry: state.registry.clone(),
-        owner: principal.owner.clone(),
-        id: info.session_id,
-    };
-    open(ws, handle, options, transport, preface).await
+    Ok(open(ws, transport, options, async move {
+        let spec = CreateSpec {
+            anonymous: true,
+            ..CreateSpec::default()
+        };
+        let (handle, _) = state.registry.create(&principal.owner, spec).await?;
+        let info = handle.info().await?;
+        let preface = Preface::Anonymous {
+            registry: state.registry.clone(),
+            owner: principal.owner.clone(),
+            id: info.session_id,
+        };
+        Ok((handle, preface))
+    }))
 }
 
 /// What happens around the connection besides the frames of docs/websocket.md.
@@ -228,22 +242,22 @@ enum Preface {
     },
 }
 
-async fn open(
+/// Upgrades, then finds the terminal (`target`) and connects. What can go wrong from here on
+/// (an unknown terminal, a busy relay, an expired `since_seq`, a limit) is an `error` frame
+/// with its code, which a browser can read (it never sees an HTTP status of an upgrade).
+fn open(
     ws: WebSocketUpgrade,
-    handle: TerminalHandle,
-    options: ConnectOptions,
     transport: Transport,
-    preface: Preface,
-) -> Result<Response, HttpError> {
+    options: ConnectOptions,
+    target: impl Future<Output = Result<(TerminalHandle, Preface), ApiError>> + Send + 'static,
+) -> Response {
     let mode = options.mode;
-    let connected = match handle.connect(options).await {
-        Ok(connected) => Ok(connected),
-        // Seed 000 refuses a second relay inside the WebSocket, with an error frame.
-        Err(error) if error.code == ErrorCode::Busy => Err(error),
-        Err(error) => return Err(error.into()),
-    };
-    Ok(upgrade(ws).on_upgrade(move |socket| async move {
-        match connected {
+    upgrade(ws).on_upgrade(move |socket| async move {
+        let (handle, preface) = match target.await {
+            Ok(found) => found,
+            Err(error) => return refuse(socket, &error).await,
+        };
+        match handle.connect(options).await {
             Ok((connection, ready)) => {
                 serve(socket, connection, ready, mode, transport, &preface).await;
             }
@@ -258,7 +272,7 @@ async fn open(
         {
             tracing::debug!(%id, %error, "anonymous terminal already gone");
         }
-    }))
+    })
 }
 
 async fn refuse(mut socket: WebSocket, error: &ApiError) {

@@ -40,6 +40,19 @@ async fn next_json(socket: &mut LiveSocket) -> Value {
     }
 }
 
+/// Connects where the server must refuse: its one frame is an error, then it closes. Returns
+/// the error's code.
+async fn refusal(client: &Client, path: &str) -> String {
+    let mut socket = connect(client, path).await;
+    let frame = next_json(&mut socket).await;
+    assert_eq!(frame["type"], "error", "{path}: {frame}");
+    assert!(
+        next_json(&mut socket).await.is_null(),
+        "{path}: closed after the error"
+    );
+    frame["code"].as_str().unwrap_or_default().to_owned()
+}
+
 async fn send_json(socket: &mut LiveSocket, frame: Value) {
     socket
         .send(LiveMessage::Text(frame.to_string().into()))
@@ -291,27 +304,41 @@ async fn one_relay_at_a_time_durable_takes_over_and_peers_are_never_refused() {
             .any(|f| f["type"] == "relay_replaced")
     );
 
-    // Bad parameters are answered before the upgrade.
+    // A malformed request is answered before the upgrade.
     for query in [
         "mode=spy",
         "protocol=xml",
         "replay_bytes=10",
         "durable=true&mode=watch",
-        "since_seq=999999999",
         "nonsense=1",
     ] {
         let refused = client.websocket(&ws_path(&id, query)).await;
         assert!(
-            matches!(&refused, Err(ClientError::Api(e)) if e.code == ErrorCode::InvalidInput || e.code == ErrorCode::InvalidCursor),
+            matches!(&refused, Err(ClientError::Api(e)) if e.code == ErrorCode::InvalidInput),
             "{query}: {:?}",
             refused.err()
         );
     }
-    let missing = client.websocket("/v2/pty/sessions/t-nope/ws").await;
+    // What the terminal refuses arrives as an error frame a browser can read.
+    assert_eq!(
+        refusal(&client, &ws_path(&id, "since_seq=999999999")).await,
+        "INVALID_CURSOR"
+    );
+    assert_eq!(
+        refusal(&client, "/v2/pty/sessions/t-nope/ws").await,
+        "SESSION_NOT_FOUND"
+    );
+    // Another site's page cannot open a connection, whatever the credential.
+    let foreign = client
+        .websocket_with(
+            &ws_path(&id, "mode=watch"),
+            &[("origin", "http://evil.example")],
+        )
+        .await;
     assert!(
-        matches!(&missing, Err(ClientError::Api(e)) if e.code == ErrorCode::SessionNotFound),
+        matches!(&foreign, Err(ClientError::Api(e)) if e.code == ErrorCode::PermissionDenied),
         "{:?}",
-        missing.err()
+        foreign.err()
     );
 }
 
@@ -550,6 +577,15 @@ async fn a_slow_watcher_lags_and_catches_up_without_losing_a_byte() {
     let id = create(&client, json!({ "cwd": "/tmp" })).await;
     let mut slow = connect(&client, &ws_path(&id, "mode=watch&protocol=binary")).await;
     next_json(&mut slow).await;
+    // Once the watcher has had some output and asks for more, it follows the live stream
+    // (before that it may still be reading the log, which a flood would keep it doing).
+    exec(&client, &id, "echo warm-$((1 + 1))").await;
+    let mut warm = Vec::new();
+    while !contains(&warm, b"warm-2\r\n") {
+        if let Some(LiveMessage::Binary(chunk)) = next_message(&mut slow).await {
+            warm.extend_from_slice(&chunk);
+        }
+    }
     // The watcher reads nothing while a flood goes by (15 MB: more events than are buffered
     // for live connections, whatever their size); the program is not held up.
     let flood = exec(&client, &id, "seq 1 2000000; echo flood-$((1 + 1))").await;
@@ -722,14 +758,14 @@ async fn live_connections_older_than_the_kept_log_are_told_so() {
     // More events than are buffered for live connections, whatever their size.
     exec(&client, &id, "seq 1 3000000 > /dev/tty; echo rotated").await;
 
-    // Resuming from a seq the log no longer keeps: refused before the upgrade, retryable.
-    let expired = client
-        .websocket(&ws_path(&id, &format!("mode=watch&since_seq={early}")))
-        .await;
-    assert!(
-        matches!(&expired, Err(ClientError::Api(e)) if e.code == ErrorCode::CursorExpired),
-        "{:?}",
-        expired.err()
+    // Resuming from a seq the log no longer keeps is refused with the reason.
+    assert_eq!(
+        refusal(
+            &client,
+            &ws_path(&id, &format!("mode=watch&since_seq={early}"))
+        )
+        .await,
+        "CURSOR_EXPIRED"
     );
 
     // The stalled watcher is closed with the reason instead of skipping output.

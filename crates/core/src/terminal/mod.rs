@@ -512,6 +512,10 @@ impl Actor {
             }
             _ => LiveEvent::Other { seq },
         };
+        if !queries.is_empty() && self.is_caught_up() {
+            // Before any connection can see the query (and answer it).
+            self.live.note_query();
+        }
         self.live.publish(published);
         self.screen.advance_to(seq);
         if !queries.is_empty() {
@@ -523,11 +527,7 @@ impl Actor {
     /// A program asked the terminal something: with no writer connected to answer, ptyhub
     /// answers from its screen (never for history being replayed).
     fn answer_queries(&mut self, queries: &[Query]) {
-        if !self.is_caught_up() {
-            return;
-        }
-        self.live.note_query();
-        if self.live.writers() > 0 {
+        if !self.is_caught_up() || self.live.writers() > 0 {
             return;
         }
         let (row, col) = self.screen.read(crate::screen::Screen::cursor);
