@@ -6,8 +6,8 @@
 // 2. Connect with `restore=true`: the retained history repaints the fresh xterm.
 // 3. Write every `restore_output` and `output` frame and remember its `seq`.
 // 4. When the socket drops, reconnect with backoff and `since_seq=<last seq>`: what was missed
-//    arrives exactly once. If the log no longer has it (`CURSOR_EXPIRED`, or the event log
-//    starts after it), reset and restore.
+//    arrives exactly once. If the log no longer has it (an `error` frame with
+//    `CURSOR_EXPIRED`), reset and restore.
 // 5. `exit` ends the connection for good; the connection state, `error` and `lagged` show in a
 //    small status line.
 'use strict';
@@ -180,7 +180,6 @@
     if (isFinished) return;
     const there = await terminalIsThere(wasReady);
     if (there === false) return;
-    if (there && !wasReady && lastSeq !== null && !(await logStillHolds(lastSeq))) restoreAfresh();
     connect();
   }
 
@@ -188,21 +187,6 @@
   function restoreAfresh() {
     term.reset();
     lastSeq = null;
-  }
-
-  // A browser is never told why an upgrade was refused, so when resuming fails this asks the
-  // event log whether it still holds what follows `seq` (it drops its oldest segments; then
-  // `since_seq` is refused with CURSOR_EXPIRED). Unsure is yes: the next attempt asks again.
-  async function logStillHolds(seq) {
-    try {
-      const response = await fetch(`/v2/pty/sessions/${encodeURIComponent(id)}/events?after_seq=${seq}&limit=1`);
-      if (!response.ok) return true;
-      const page = (await response.json()).data;
-      if (page.last_seq < seq) return false; // a terminal that is not the one this page saw
-      return page.events.length === 0 || page.events[0].seq <= seq + 1;
-    } catch {
-      return true;
-    }
   }
 
   // Asks REST about the terminal, signing in again if the login ended (say, the server
