@@ -1,6 +1,6 @@
 // The terminal list: the owner's terminals from GET /v2/pty/sessions with state, directory and
-// last activity, each openable read-write (attach) or read-only (watch). Refreshed every few
-// seconds.
+// last activity, each openable read-write (attach), read-only (watch) or as a playback of its
+// history; closed ones (history only) on request. Refreshed every few seconds.
 'use strict';
 
 (() => {
@@ -11,6 +11,7 @@
   const status = document.getElementById('status');
   const newTerminal = document.getElementById('new-terminal');
   const signOut = document.getElementById('sign-out');
+  const showClosed = document.getElementById('show-closed');
 
   function ago(unixSeconds) {
     const seconds = Math.max(0, Math.round(Date.now() / 1000 - unixSeconds));
@@ -27,11 +28,11 @@
     return td;
   }
 
-  function link(text, id, mode) {
+  function link(text, id, mode, page = '/terminal') {
     const a = document.createElement('a');
     const query = new URLSearchParams({ session_id: id });
     if (mode) query.set('mode', mode);
-    a.href = `/terminal?${query}`;
+    a.href = `${page}?${query}`;
     a.textContent = text;
     return a;
   }
@@ -41,18 +42,27 @@
     tr.dataset.sessionId = terminal.session_id;
     const state = cell('state', terminal.running_command
       ? `running: ${terminal.running_command}`
-      : terminal.state);
+      : terminal.closed ? `closed (${terminal.state})` : terminal.state);
     state.dataset.state = terminal.state;
     const activity = cell('activity', ago(terminal.last_activity));
     activity.title = new Date(terminal.last_activity * 1000).toLocaleString();
     const open = cell('open', '');
-    open.append(link('open', terminal.session_id), link('watch', terminal.session_id, 'watch'));
+    if (terminal.closed) {
+      open.append(link('replay', terminal.session_id, null, '/play'));
+    } else {
+      open.append(
+        link('open', terminal.session_id),
+        link('watch', terminal.session_id, 'watch'),
+        link('replay', terminal.session_id, null, '/play'),
+      );
+    }
     tr.append(cell('id', terminal.session_id), state, cell('cwd', terminal.working_dir), activity, open);
     return tr;
   }
 
   async function refresh() {
-    const response = await ptyhubLogin.whenSignedIn(() => fetch('/v2/pty/sessions'));
+    const closed = showClosed.checked ? '?include_closed=true' : '';
+    const response = await ptyhubLogin.whenSignedIn(() => fetch(`/v2/pty/sessions${closed}`));
     if (!response.ok) {
       status.textContent = `cannot list terminals (HTTP ${response.status})`;
       return;
@@ -80,6 +90,8 @@
     }
     location.href = `/terminal?${new URLSearchParams({ session_id: body.data.session_id })}`;
   });
+
+  showClosed.addEventListener('change', () => refresh().catch(() => {}));
 
   signOut.addEventListener('click', async () => {
     await ptyhubLogin.signOut();

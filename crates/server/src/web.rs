@@ -1,5 +1,6 @@
 //! The web pages for people: the terminal list at `/`, one terminal at `/terminal` (xterm.js
-//! over the WebSocket of `docs/websocket.md`), their files under `/assets/` (embedded in the
+//! over the WebSocket of `docs/websocket.md`), the playback of a terminal's history at `/play`,
+//! their files under `/assets/` (embedded in the
 //! binary), and the browser's sign-in at `/auth/session` and `/auth/logout`. Pages and files
 //! hold no data and are served to anyone; a page's script signs in, then uses the data routes
 //! like any other client.
@@ -45,6 +46,7 @@ pub fn routes() -> axum::Router<AppState> {
     axum::Router::new()
         .route("/", get(index_page))
         .route("/terminal", get(terminal_page))
+        .route("/play", get(play_page))
         .route("/assets/{*path}", get(asset))
         .route("/auth/session", post(sign_in))
         .route("/auth/logout", post(sign_out))
@@ -56,6 +58,10 @@ async fn index_page(headers: HeaderMap) -> Response {
 
 async fn terminal_page(headers: HeaderMap) -> Response {
     serve_file("terminal.html", &headers)
+}
+
+async fn play_page(headers: HeaderMap) -> Response {
+    serve_file("play.html", &headers)
 }
 
 async fn asset(

@@ -128,7 +128,11 @@ fn cookie_of(answer: &Raw) -> String {
 async fn pages_and_assets_load_without_a_token_and_hold_no_data() {
     let hub = start();
     let id = super::create(&hub.http(), json!({ "id": "secret-name" })).await;
-    for page in ["/", "/terminal?session_id=secret-name&mode=watch"] {
+    for page in [
+        "/",
+        "/terminal?session_id=secret-name&mode=watch",
+        "/play?session_id=secret-name",
+    ] {
         let answer = raw(&hub.addr, "GET", page, &[], "").await;
         assert_eq!(answer.status, 200, "{page}");
         assert_eq!(

@@ -14,6 +14,8 @@
 // 6. A terminal-url link (one-time ticket) opens in a fresh browser, once; then the pasted
 //    token signs in.
 // 7. The index's "New terminal" button opens a new terminal.
+// 8. The playback page replays the first terminal's history to its end; a closed terminal is
+//    listed (with "closed too") and replayed from its history.
 
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -271,6 +273,23 @@ async function main() {
   await waitForLine(reused, 'NEW', 'the new terminal types');
   const listed = (await rest('GET', '/v2/pty/sessions')).body.data.sessions.length;
   check(listed === 2, `the new terminal is listed: ${listed}`);
+
+  // 8. Playback of the history, for a live terminal and a closed one.
+  await reused.goto(`${BASE}/play?session_id=${id}&speed=0`);
+  await waitForState(reused, 'ended');
+  await waitForLine(reused, 'AFTER', 'the playback reaches the end of the history');
+  const closed = await rest('DELETE', `/v2/pty/sessions/${id}`);
+  check(closed.status === 200, `close: ${JSON.stringify(closed.body)}`);
+  await reused.goto(`${BASE}/`);
+  await reused.check('#show-closed');
+  const closedRow = reused.locator(`tr[data-session-id="${id}"]`);
+  await closedRow.waitFor();
+  check(/^closed/.test(await closedRow.locator('td.state').textContent()), 'the closed terminal says so');
+  await closedRow.locator('a', { hasText: 'replay' }).click();
+  await reused.waitForURL((url) => url.pathname === '/play');
+  await reused.selectOption('#speed', '0');
+  await waitForState(reused, 'ended');
+  await waitForLine(reused, 'AFTER', 'a closed terminal plays back from its history');
 }
 
 try {
