@@ -1,6 +1,7 @@
 //! The one `ptyhub` binary: `serve`, the `terminal` client commands over the local socket, and
 //! the hidden `holder` entry that every terminal's holder process runs.
 
+mod config;
 mod export;
 mod live;
 mod mcp;
@@ -61,28 +62,32 @@ struct ServeArgs {
     /// Runtime directory for sockets (default: $XDG_RUNTIME_DIR/ptyhub or /tmp/ptyhub-<uid>).
     #[arg(long, env = "PTYHUB_RUNTIME_DIR")]
     runtime_dir: Option<PathBuf>,
-    /// HTTP address; port 0 picks a free port (the bound address is printed).
-    #[arg(long, env = "PTYHUB_LISTEN", default_value = LISTEN_DEFAULT)]
-    listen: SocketAddr,
-    /// Live terminals at most; one more closes the least recently used idle one.
-    #[arg(long, env = "PTYHUB_MAX_TERMINALS", default_value_t = 20)]
-    max_terminals: usize,
-    /// Seconds without use after which a terminal is closed.
-    #[arg(long, env = "PTYHUB_IDLE_CLOSE_SECS", default_value_t = 3600)]
-    idle_close_secs: u64,
+    /// HTTP address; port 0 picks a free port (the bound address is printed). [default:
+    /// 127.0.0.1:18091]
+    #[arg(long, env = "PTYHUB_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Live terminals at most; one more closes the least recently used idle one. [default: 20]
+    #[arg(long, env = "PTYHUB_MAX_TERMINALS")]
+    max_terminals: Option<usize>,
+    /// Seconds without use after which a terminal is closed. [default: 3600]
+    #[arg(long, env = "PTYHUB_IDLE_CLOSE_SECS")]
+    idle_close_secs: Option<u64>,
     /// Bytes of event log each terminal keeps (older rotated segments are deleted); a suffix
-    /// K, M or G counts in KiB, MiB or GiB. At least 64K.
+    /// K, M or G counts in KiB, MiB or GiB. At least 64K. [default: 64M]
     #[arg(
         long,
         env = "PTYHUB_EVENT_LOG_KEEP",
         value_name = "BYTES",
-        default_value_t = EVENT_LOG_KEEP_BYTES,
         value_parser = parse_event_log_keep
     )]
-    event_log_keep: u64,
+    event_log_keep: Option<u64>,
     /// Bearer token (default: generated on first start and kept in <state dir>/token).
     #[arg(long, env = "PTYHUB_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Configuration file (TOML): defaults for these settings and tokens for other owners
+    /// with chosen capabilities. [default: <state dir>/config.toml if it exists]
+    #[arg(long, env = "PTYHUB_CONFIG")]
+    config: Option<PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -171,22 +176,42 @@ fn exit_code(code: i32) -> std::process::ExitCode {
 
 async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
     let state_path = args.state_dir.unwrap_or_else(paths::state_dir);
-    let runtime_dir = args.runtime_dir.unwrap_or_else(paths::runtime_dir);
+    let file = config::load(args.config.as_deref(), &state_path)?;
+    let runtime_dir = args
+        .runtime_dir
+        .or_else(|| file.runtime_dir.clone())
+        .unwrap_or_else(paths::runtime_dir);
+    let listen = match args.listen.or(file.listen) {
+        Some(listen) => listen,
+        None => LISTEN_DEFAULT
+            .parse()
+            .context("the default listen address")?,
+    };
+    let max_terminals = args.max_terminals.or(file.max_terminals).unwrap_or(20);
+    let idle_close_secs = args
+        .idle_close_secs
+        .or(file.idle_close_secs)
+        .unwrap_or(3600);
+    let event_log_keep = match args.event_log_keep {
+        Some(bytes) => bytes,
+        None => file.event_log_keep()?.unwrap_or(EVENT_LOG_KEEP_BYTES),
+    };
     let state_dir = StateDir::open(&state_path)
         .with_context(|| format!("cannot open state dir {}", state_path.display()))?;
-    let token = match args.token {
+    let token = match args.token.or_else(|| file.token.clone()) {
         Some(token) if !token.trim().is_empty() => token,
-        Some(_) => anyhow::bail!("--token must not be empty"),
+        Some(_) => anyhow::bail!("the token must not be empty"),
         None => paths::load_or_create_token(&state_path)?,
     };
+    let grants = file.grants(&token)?;
     let registry = Registry::new(RegistryConfig {
         state_dir,
         runtime_dir: runtime_dir.clone(),
         launcher: HolderLauncher::current_exe().context("cannot find the ptyhub executable")?,
         limits: Limits {
-            max_live: args.max_terminals.max(1),
-            idle_close: Duration::from_secs(args.idle_close_secs.max(1)),
-            event_log_keep: args.event_log_keep,
+            max_live: max_terminals.max(1),
+            idle_close: Duration::from_secs(idle_close_secs.max(1)),
+            event_log_keep,
         },
     })
     .with_context(|| format!("cannot create runtime dir {}", runtime_dir.display()))?;
@@ -194,19 +219,14 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
     registry.spawn_idle_reaper();
     let socket_path = socket.unwrap_or_else(|| runtime_dir.join("server.sock"));
     let server = Server::bind(ServerConfig {
-        listen: args.listen,
+        listen,
         token: token.clone(),
         socket_path: socket_path.clone(),
         registry,
+        grants,
     })
     .await
-    .with_context(|| {
-        format!(
-            "cannot listen on {} and {}",
-            args.listen,
-            socket_path.display()
-        )
-    })?;
+    .with_context(|| format!("cannot listen on {} and {}", listen, socket_path.display()))?;
     let url = format!("http://{}/", server.local_addr);
     // The fragment is never sent to the server; the page trades it for a login cookie and
     // removes it from the address bar.

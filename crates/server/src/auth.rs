@@ -43,6 +43,11 @@ impl Capability {
         Self::Kill,
     ];
 
+    /// The capability named `name` (`terminal.read`, …).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Create => "terminal.create",
@@ -63,7 +68,47 @@ pub struct Principal {
     capabilities: Vec<Capability>,
 }
 
+/// A token from the configuration file: it acts for `owner` with `capabilities` only.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    pub token: String,
+    pub owner: String,
+    pub capabilities: Vec<Capability>,
+}
+
+/// The header by which a client of the local socket (the server's own user, who may do
+/// anything) asks to act with less: `<owner> <capability>,<capability>…`. The MCP endpoint's
+/// bridge uses it so a tool call has exactly the rights of the token that made it.
+pub const ACT_AS_HEADER: &str = "x-ptyhub-act-as";
+
 impl Principal {
+    /// The value of [`ACT_AS_HEADER`] for this principal.
+    pub fn act_as_value(&self) -> String {
+        let capabilities: Vec<&str> = self.capabilities.iter().map(|c| c.as_str()).collect();
+        format!("{} {}", self.owner, capabilities.join(","))
+    }
+
+    /// This principal narrowed to what `value` ([`ACT_AS_HEADER`]) asks for.
+    fn narrowed(&self, value: &str) -> Result<Self, ApiError> {
+        let invalid =
+            || ApiError::invalid(format!("{ACT_AS_HEADER} must be '<owner> <capability>,…'"));
+        let (owner, names) = value.trim().split_once(' ').unwrap_or((value.trim(), ""));
+        if ptyhub_protocol::ids::Name::parse(owner).is_err() {
+            return Err(invalid());
+        }
+        let mut capabilities = Vec::new();
+        for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let capability = Capability::parse(name).ok_or_else(invalid)?;
+            if self.capabilities.contains(&capability) {
+                capabilities.push(capability);
+            }
+        }
+        Ok(Self {
+            owner: owner.to_owned(),
+            capabilities,
+        })
+    }
+
     /// The owner with every capability.
     pub(crate) fn everything(owner: String) -> Self {
         Self {
@@ -126,7 +171,15 @@ fn resolve(state: &AppState, credential: Credential<'_>) -> Result<Principal, Ap
         Credential::Bearer(token) if constant_time_eq(token.as_bytes(), state.token.as_bytes()) => {
             Ok(Principal::everything(server_uid.to_string()))
         }
-        Credential::Bearer(_) => Err(ApiError::new(ErrorCode::Unauthenticated, "invalid token")),
+        Credential::Bearer(token) => state
+            .grants
+            .iter()
+            .find(|grant| constant_time_eq(token.as_bytes(), grant.token.as_bytes()))
+            .map(|grant| Principal {
+                owner: grant.owner.clone(),
+                capabilities: grant.capabilities.clone(),
+            })
+            .ok_or_else(|| ApiError::new(ErrorCode::Unauthenticated, "invalid token")),
         Credential::Login {
             is_same_origin: false,
             ..
@@ -292,14 +345,21 @@ pub async fn tcp_auth(State(state): State<AppState>, mut request: Request, next:
     }
 }
 
-/// Middleware for the unix socket: the peer's uid.
+/// Middleware for the unix socket: the peer's uid, narrowed by [`ACT_AS_HEADER`] if sent.
 pub async fn unix_auth(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<UnixPeer>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    match resolve(&state, Credential::PeerUid(peer.uid)) {
+    let resolved =
+        resolve(&state, Credential::PeerUid(peer.uid)).and_then(|principal| {
+            match request.headers().get(ACT_AS_HEADER) {
+                Some(value) => principal.narrowed(value.to_str().unwrap_or_default()),
+                None => Ok(principal),
+            }
+        });
+    match resolved {
         Ok(principal) => {
             request.extensions_mut().insert(principal);
             next.run(request).await

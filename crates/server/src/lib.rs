@@ -33,6 +33,8 @@ pub struct AppState {
     pub token: Arc<str>,
     pub listen: SocketAddr,
     pub logins: Arc<login::Logins>,
+    /// Tokens of the configuration file, each for one owner with some capabilities.
+    pub grants: Arc<[auth::Grant]>,
 }
 
 /// What the server needs to start.
@@ -41,6 +43,7 @@ pub struct ServerConfig {
     pub token: String,
     pub socket_path: PathBuf,
     pub registry: Arc<Registry>,
+    pub grants: Vec<auth::Grant>,
 }
 
 /// A bound server: both listeners are open, so the addresses can be announced before serving.
@@ -70,6 +73,7 @@ impl Server {
                 token: config.token.into(),
                 listen: local_addr,
                 logins: Arc::new(login::Logins::new(local_addr.port())),
+                grants: config.grants.into(),
             },
             local_addr,
             socket_path: config.socket_path,

@@ -1,15 +1,18 @@
 //! MCP tools for terminals, served over stdio by `ptyhub mcp` and over streamable HTTP at
 //! `/mcp`. A thin bridge: every tool is one REST v2 call on the server's local socket, with the
 //! same words and semantics; results are the call's `data` as JSON text, failures carry the
-//! error code and whether retrying can help.
+//! error code and whether retrying can help. Over `/mcp`, each call carries the HTTP caller's
+//! principal (`auth::ACT_AS_HEADER`), so a tool can do exactly what the caller's token may.
 
 use ptyhub_client::{Client, Method};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+use rmcp::model::{CallToolResult, ContentBlock, Extensions, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::auth::{ACT_AS_HEADER, Principal};
 
 pub const INSTRUCTIONS: &str = "Persistent terminals (real PTY shells) that outlive this conversation. \
 Open a terminal once and keep using its id. Use terminal_exec for shell commands that end: it \
@@ -112,9 +115,26 @@ impl PtyhubMcp {
         }
     }
 
-    /// One REST call, shaped as a tool result.
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> CallToolResult {
-        match self.client.send(method, path, body.as_ref()).await {
+    /// One REST call, shaped as a tool result. Over `/mcp` the call acts for the principal of
+    /// the HTTP request that carried the tool call (its token's owner and capabilities), never
+    /// for more; over stdio, for the local user.
+    async fn call(
+        &self,
+        context: &Extensions,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> CallToolResult {
+        let principal = context
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>());
+        let act_as = principal.map(Principal::act_as_value);
+        let headers: Vec<(&str, &str)> = act_as
+            .as_deref()
+            .map(|value| vec![(ACT_AS_HEADER, value)])
+            .unwrap_or_default();
+        let bytes = body.map(|b| serde_json::to_vec(&b).unwrap_or_default());
+        match self.client.send_raw(method, path, bytes, &headers).await {
             Ok(answer) if answer.body["success"] == true => {
                 let data = answer.body.get("data").cloned().unwrap_or(Value::Null);
                 let text = serde_json::to_string_pretty(&data).unwrap_or_default();
@@ -139,19 +159,22 @@ impl PtyhubMcp {
     )]
     async fn terminal_open(
         &self,
+        context: Extensions,
         Parameters(a): Parameters<OpenArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let body = json!({ "id": a.id, "cwd": a.cwd, "cols": a.cols, "rows": a.rows });
         Ok(self
-            .call(Method::POST, "/v2/pty/sessions", Some(body))
+            .call(&context, Method::POST, "/v2/pty/sessions", Some(body))
             .await)
     }
 
     #[tool(
         description = "List your live terminals with state, working directory and the command running in each."
     )]
-    async fn terminal_list(&self) -> Result<CallToolResult, rmcp::ErrorData> {
-        Ok(self.call(Method::GET, "/v2/pty/sessions", None).await)
+    async fn terminal_list(&self, context: Extensions) -> Result<CallToolResult, rmcp::ErrorData> {
+        Ok(self
+            .call(&context, Method::GET, "/v2/pty/sessions", None)
+            .await)
     }
 
     #[tool(
@@ -159,11 +182,12 @@ impl PtyhubMcp {
     )]
     async fn terminal_exec(
         &self,
+        context: Extensions,
         Parameters(a): Parameters<ExecArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let body = json!({ "command": a.command, "timeout": a.timeout });
         Ok(self
-            .call(Method::POST, &path(&a.id, "/exec"), Some(body))
+            .call(&context, Method::POST, &path(&a.id, "/exec"), Some(body))
             .await)
     }
 
@@ -172,6 +196,7 @@ impl PtyhubMcp {
     )]
     async fn terminal_send(
         &self,
+        context: Extensions,
         Parameters(a): Parameters<SendArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let body = json!({
@@ -181,7 +206,7 @@ impl PtyhubMcp {
             "idle_window": a.idle_window,
         });
         Ok(self
-            .call(Method::POST, &path(&a.id, "/send"), Some(body))
+            .call(&context, Method::POST, &path(&a.id, "/send"), Some(body))
             .await)
     }
 
@@ -190,6 +215,7 @@ impl PtyhubMcp {
     )]
     async fn terminal_read(
         &self,
+        context: Extensions,
         Parameters(a): Parameters<ReadArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let route = match a.mode.as_deref().unwrap_or("snapshot") {
@@ -212,7 +238,7 @@ impl PtyhubMcp {
                 ))]));
             }
         };
-        Ok(self.call(Method::GET, &route, None).await)
+        Ok(self.call(&context, Method::GET, &route, None).await)
     }
 
     #[tool(
@@ -220,10 +246,12 @@ impl PtyhubMcp {
     )]
     async fn terminal_signal(
         &self,
+        context: Extensions,
         Parameters(a): Parameters<SignalArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         Ok(self
             .call(
+                &context,
                 Method::POST,
                 &path(&a.id, "/signal"),
                 Some(json!({ "signal": a.signal })),
@@ -234,11 +262,12 @@ impl PtyhubMcp {
     #[tool(description = "Resize a terminal (the program sees the new size at once).")]
     async fn terminal_resize(
         &self,
+        context: Extensions,
         Parameters(a): Parameters<ResizeArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let body = json!({ "cols": a.cols, "rows": a.rows });
         Ok(self
-            .call(Method::POST, &path(&a.id, "/resize"), Some(body))
+            .call(&context, Method::POST, &path(&a.id, "/resize"), Some(body))
             .await)
     }
 
@@ -247,9 +276,12 @@ impl PtyhubMcp {
     )]
     async fn terminal_close(
         &self,
+        context: Extensions,
         Parameters(a): Parameters<IdArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        Ok(self.call(Method::DELETE, &path(&a.id, ""), None).await)
+        Ok(self
+            .call(&context, Method::DELETE, &path(&a.id, ""), None)
+            .await)
     }
 }
 

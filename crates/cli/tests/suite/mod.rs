@@ -4,6 +4,7 @@ mod cli;
 mod crash;
 mod discovery;
 mod exec;
+mod grants;
 mod jobs;
 mod lifecycle;
 mod limits;

@@ -1,0 +1,183 @@
+//! The configuration file (TOML): defaults for `serve` and the tokens that act for other
+//! owners with chosen capabilities (DESIGN.md, Security). A flag or a `PTYHUB_*` variable
+//! overrides the file, which overrides the built-in default.
+//!
+//! ```toml
+//! listen = "127.0.0.1:18091"
+//! max_terminals = 20
+//! idle_close_secs = 3600
+//! event_log_keep = "64M"
+//!
+//! [[tokens]]
+//! token = "a-long-random-secret"     # 16 characters at least
+//! owner = "ci-bot"                   # whose terminals it sees and creates
+//! capabilities = ["terminal.create", "terminal.read", "terminal.write"]  # default: all
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use ptyhub_server::auth::{Capability, Grant};
+use serde::Deserialize;
+
+/// The file read when `--config` is not given, if it exists.
+pub const DEFAULT_FILE: &str = "config.toml";
+/// A configured token is at least this long.
+const TOKEN_MIN_LEN: usize = 16;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<SocketAddr>,
+    pub runtime_dir: Option<PathBuf>,
+    pub max_terminals: Option<usize>,
+    pub idle_close_secs: Option<u64>,
+    /// Bytes, as a number or a string with a K/M/G suffix.
+    pub event_log_keep: Option<ByteCount>,
+    pub token: Option<String>,
+    #[serde(default)]
+    pub tokens: Vec<TokenEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum ByteCount {
+    Number(u64),
+    Text(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenEntry {
+    token: String,
+    owner: String,
+    capabilities: Option<Vec<String>>,
+}
+
+/// Reads `explicit`, or `<state dir>/config.toml` when it exists; nothing is an empty config.
+pub fn load(explicit: Option<&Path>, state_dir: &Path) -> anyhow::Result<FileConfig> {
+    let path = match explicit {
+        Some(path) => path.to_path_buf(),
+        None => {
+            let default = state_dir.join(DEFAULT_FILE);
+            if !default.exists() {
+                return Ok(FileConfig::default());
+            }
+            default
+        }
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read the config file {}", path.display()))?;
+    let config: FileConfig = toml::from_str(&text)
+        .with_context(|| format!("the config file {} is not valid", path.display()))?;
+    if !config.tokens.is_empty() || config.token.is_some() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path)
+            .map(|m| m.permissions().mode())
+            .unwrap_or(0);
+        if mode & 0o077 != 0 {
+            bail!(
+                "the config file {} holds tokens but others may read it (mode {:o}); chmod 600 it",
+                path.display(),
+                mode & 0o777
+            );
+        }
+    }
+    Ok(config)
+}
+
+impl FileConfig {
+    /// The configured tokens as grants, checked: long enough, distinct (also from the server's
+    /// own token), a valid owner name, known capabilities.
+    pub fn grants(&self, server_token: &str) -> anyhow::Result<Vec<Grant>> {
+        let mut grants: Vec<Grant> = Vec::new();
+        for (i, entry) in self.tokens.iter().enumerate() {
+            let which = format!("tokens[{i}] (owner {:?})", entry.owner);
+            if entry.token.chars().count() < TOKEN_MIN_LEN {
+                bail!("{which}: a token needs at least {TOKEN_MIN_LEN} characters");
+            }
+            if entry.token == server_token || grants.iter().any(|g| g.token == entry.token) {
+                bail!("{which}: every token must be different");
+            }
+            ptyhub_protocol::ids::Name::parse(&entry.owner).map_err(|e| {
+                anyhow::anyhow!("{which}: owner must be a plain name: {}", e.message)
+            })?;
+            let capabilities = match &entry.capabilities {
+                None => Capability::ALL.to_vec(),
+                Some(names) => names
+                    .iter()
+                    .map(|name| {
+                        Capability::parse(name).ok_or_else(|| {
+                            let known: Vec<&str> =
+                                Capability::ALL.iter().map(|c| c.as_str()).collect();
+                            anyhow::anyhow!(
+                                "{which}: unknown capability {name:?} (known: {})",
+                                known.join(", ")
+                            )
+                        })
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?,
+            };
+            grants.push(Grant {
+                token: entry.token.clone(),
+                owner: entry.owner.clone(),
+                capabilities,
+            });
+        }
+        Ok(grants)
+    }
+
+    /// `event_log_keep` in bytes, checked like the flag.
+    pub fn event_log_keep(&self) -> anyhow::Result<Option<u64>> {
+        match &self.event_log_keep {
+            None => Ok(None),
+            Some(ByteCount::Number(n)) => crate::parse_event_log_keep(&n.to_string())
+                .map(Some)
+                .map_err(|e| anyhow::anyhow!("event_log_keep: {e}")),
+            Some(ByteCount::Text(text)) => crate::parse_event_log_keep(text)
+                .map(Some)
+                .map_err(|e| anyhow::anyhow!("event_log_keep: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_checked() {
+        let parse = |text: &str| toml::from_str::<FileConfig>(text).map_err(|e| e.to_string());
+        let ok = parse(
+            r#"
+            max_terminals = 5
+            event_log_keep = "1M"
+            [[tokens]]
+            token = "0123456789abcdef"
+            owner = "bot"
+            capabilities = ["terminal.read"]
+            "#,
+        );
+        let ok = ok.unwrap_or_else(|e| panic!("{e}"));
+        let grants = ok.grants("server-token").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(grants[0].capabilities, vec![Capability::Read]);
+        assert_eq!(ok.event_log_keep().ok().flatten(), Some(1 << 20));
+        assert!(parse("nonsense = 1").is_err(), "unknown keys are refused");
+        for bad in [
+            r#"[[tokens]]
+               token = "short"
+               owner = "bot""#,
+            r#"[[tokens]]
+               token = "0123456789abcdef"
+               owner = "../etc""#,
+            r#"[[tokens]]
+               token = "0123456789abcdef"
+               owner = "bot"
+               capabilities = ["terminal.everything"]"#,
+        ] {
+            let config = parse(bad).unwrap_or_else(|e| panic!("{e}"));
+            assert!(config.grants("server-token").is_err(), "{bad}");
+        }
+    }
+}
