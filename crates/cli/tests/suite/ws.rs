@@ -352,6 +352,9 @@ async fn a_durable_reconnect_gets_what_it_missed_exactly_once() {
     let mut first = connect(&client, &ws_path(&id, query)).await;
     let ready = next_json(&mut first).await;
     assert_eq!(ready["resumed"], false);
+    // Nothing to restore on the first connection, but `terminal_restored` still comes first.
+    let restored = next_json(&mut first).await;
+    assert_eq!(restored["type"], "terminal_restored", "{restored}");
     send_json(
         &mut first,
         json!({"type": "input", "data": "for i in $(seq 1 40); do echo step-$i.; sleep 0.05; done; echo loop-end\n"}),

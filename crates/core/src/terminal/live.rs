@@ -363,6 +363,10 @@ impl TerminalHandle {
                                 state.relay_delivered
                             });
                             state.relay_restores += 1;
+                        } else if options.restore {
+                            // Nothing to restore yet, but the client asked: it still gets its
+                            // `terminal_restored` before live output.
+                            replay_from = Some(now);
                         }
                     }
                     let (tell, told) = watch::channel(false);
@@ -421,7 +425,8 @@ impl TerminalHandle {
         match replay_from {
             Some(from) => {
                 connection.last = from;
-                connection.is_cutting_first_line = options.since_seq.is_none() && from > Seq::ZERO;
+                connection.is_cutting_first_line =
+                    options.since_seq.is_none() && from > Seq::ZERO && from < now;
                 let mut reader = LogReader::new(&probe.dir, from);
                 if options.since_seq.is_some() {
                     check_not_expired(&mut reader, from, &mut connection.events)?;
