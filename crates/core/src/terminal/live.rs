@@ -652,9 +652,12 @@ impl Connection {
     }
 
     /// Turns live events into frames, merging consecutive output; skips what was returned.
+    /// Turns live events into frames, merging consecutive output (a lone event's bytes are
+    /// passed on without a copy: with many watchers, copies are what fan-out costs); skips
+    /// what was returned.
     fn take_live(&mut self, events: Vec<LiveEvent>) {
-        let mut data: Vec<u8> = Vec::new();
-        let mut data_seq = self.last;
+        let mut run: Vec<Bytes> = Vec::new();
+        let mut run_seq = self.last;
         for event in events {
             let seq = event.seq();
             if seq <= self.last {
@@ -662,13 +665,13 @@ impl Connection {
             }
             self.last = seq;
             match event {
-                LiveEvent::Output { data: bytes, .. } => {
-                    data.extend_from_slice(&bytes);
-                    data_seq = seq;
+                LiveEvent::Output { data, .. } => {
+                    run.push(data);
+                    run_seq = seq;
                 }
                 LiveEvent::Other { .. } => {}
                 other => {
-                    self.flush_output(&mut data, data_seq);
+                    self.flush_output(&mut run, run_seq);
                     self.pending.push_back(match other {
                         LiveEvent::Resize { cols, rows, .. } => {
                             LiveFrame::Resize { cols, rows, seq }
@@ -685,17 +688,26 @@ impl Connection {
                 }
             }
         }
-        self.flush_output(&mut data, data_seq);
+        self.flush_output(&mut run, run_seq);
     }
 
-    fn flush_output(&mut self, data: &mut Vec<u8>, seq: Seq) {
-        if !data.is_empty() {
-            self.pending.push_back(LiveFrame::Output {
-                data: Bytes::from(std::mem::take(data)),
-                seq,
-                is_replay: false,
-            });
-        }
+    fn flush_output(&mut self, run: &mut Vec<Bytes>, seq: Seq) {
+        let data = match run.len() {
+            0 => return,
+            1 => run.pop().unwrap_or_default(),
+            _ => {
+                let mut merged = Vec::with_capacity(run.iter().map(Bytes::len).sum());
+                for bytes in run.drain(..) {
+                    merged.extend_from_slice(&bytes);
+                }
+                Bytes::from(merged)
+            }
+        };
+        self.pending.push_back(LiveFrame::Output {
+            data,
+            seq,
+            is_replay: false,
+        });
     }
 
     fn fail_reading(&mut self, error: &std::io::Error) {
