@@ -89,7 +89,9 @@ pub struct CreateSpec {
 }
 
 struct Entry {
-    handle: TerminalHandle,
+    /// The actor of a live terminal. A closed one has none: its history is on disk, and
+    /// nothing of it stays in memory but this entry (a long-running server closes thousands).
+    handle: Option<TerminalHandle>,
     dir: PathBuf,
     is_closed: bool,
     is_anonymous: bool,
@@ -100,7 +102,12 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(handle: TerminalHandle, dir: PathBuf, is_closed: bool, is_anonymous: bool) -> Self {
+    fn new(
+        handle: Option<TerminalHandle>,
+        dir: PathBuf,
+        is_closed: bool,
+        is_anonymous: bool,
+    ) -> Self {
         Self {
             handle,
             dir,
@@ -145,7 +152,8 @@ impl Registry {
                 if is_anonymous && !is_closed {
                     orphans.push(key.clone());
                 }
-                let handle = TerminalHandle::spawn(dir.clone(), meta);
+                // A closed terminal is history only: no actor replays it.
+                let handle = (!is_closed).then(|| TerminalHandle::spawn(dir.clone(), meta));
                 entries.insert(key, Entry::new(handle, dir, is_closed, is_anonymous));
             }
         }
@@ -163,9 +171,14 @@ impl Registry {
         let id = TerminalId::parse(id).map_err(|_| ApiError::not_found(id))?;
         let mut entries = self.entries.lock().await;
         match entries.get_mut(&(owner.to_owned(), id.clone())) {
-            Some(entry) if !entry.is_closed => {
-                entry.last_used = Instant::now();
-                Ok(entry.handle.clone())
+            Some(Entry {
+                handle: Some(handle),
+                is_closed: false,
+                last_used,
+                ..
+            }) => {
+                *last_used = Instant::now();
+                Ok(handle.clone())
             }
             _ => Err(ApiError::not_found(&id)),
         }
@@ -224,7 +237,10 @@ impl Registry {
             entries
                 .iter()
                 .filter(|(_, e)| !e.is_closed)
-                .map(|((owner, id), e)| (e.last_used, owner.clone(), id.clone(), e.handle.clone()))
+                .filter_map(|((owner, id), e)| {
+                    let handle = e.handle.clone()?;
+                    Some((e.last_used, owner.clone(), id.clone(), handle))
+                })
                 .collect()
         };
         candidates.sort_by_key(|c| c.0);
@@ -258,7 +274,7 @@ impl Registry {
             entries
                 .iter()
                 .filter(|(_, e)| !e.is_closed && e.last_used.elapsed() >= limit)
-                .map(|((owner, id), e)| (owner.clone(), id.clone(), e.handle.clone()))
+                .filter_map(|((owner, id), e)| Some((owner.clone(), id.clone(), e.handle.clone()?)))
                 .collect()
         };
         let now = state_dir::unix_now();
@@ -303,21 +319,23 @@ impl Registry {
     }
 
     pub async fn list(&self, owner: &str, include_closed: bool) -> Vec<TerminalInfo> {
-        let handles: Vec<TerminalHandle> = {
+        let found: Vec<(Option<TerminalHandle>, PathBuf)> = {
             let entries = self.entries.lock().await;
             entries
                 .iter()
                 .filter(|((o, _), e)| {
                     o == owner && !e.is_anonymous && (include_closed || !e.is_closed)
                 })
-                .map(|(_, e)| e.handle.clone())
+                .map(|(_, e)| (e.handle.clone(), e.dir.clone()))
                 .collect()
         };
-        let mut infos = Vec::with_capacity(handles.len());
-        for handle in handles {
-            if let Ok(info) = handle.info().await {
-                infos.push(info);
-            }
+        let mut infos = Vec::with_capacity(found.len());
+        for (handle, dir) in found {
+            let info = match handle {
+                Some(handle) => handle.info().await.ok(),
+                None => closed_info(&dir),
+            };
+            infos.extend(info);
         }
         infos.sort_by(|a, b| (a.created_at, &a.session_id).cmp(&(b.created_at, &b.session_id)));
         infos
@@ -348,9 +366,14 @@ impl Registry {
         let previous = {
             let mut entries = self.entries.lock().await;
             match entries.get_mut(&key) {
-                Some(entry) if !entry.is_closed => {
-                    entry.last_used = Instant::now();
-                    return Ok((entry.handle.clone(), false));
+                Some(Entry {
+                    handle: Some(handle),
+                    is_closed: false,
+                    last_used,
+                    ..
+                }) => {
+                    *last_used = Instant::now();
+                    return Ok((handle.clone(), false));
                 }
                 Some(entry) => Some(entry.dir.clone()),
                 None => None,
@@ -442,10 +465,10 @@ impl Registry {
         let meta = state_dir::read_meta(&dir)
             .map_err(|e| ApiError::internal(format!("cannot read meta.json: {e}")))?;
         let handle = TerminalHandle::spawn(dir.clone(), meta);
-        self.entries
-            .lock()
-            .await
-            .insert(key, Entry::new(handle.clone(), dir, false, spec.anonymous));
+        self.entries.lock().await.insert(
+            key,
+            Entry::new(Some(handle.clone()), dir, false, spec.anonymous),
+        );
         Ok((handle, true))
     }
 
@@ -456,6 +479,8 @@ impl Registry {
         let mut entries = self.entries.lock().await;
         if let Some(entry) = entries.get_mut(&(owner.to_owned(), meta.id.clone())) {
             entry.is_closed = true;
+            // The actor ends once the last live connection lets go of it.
+            entry.handle = None;
         }
         Ok(CloseResponse {
             session_id: meta.id.to_string(),
@@ -531,6 +556,35 @@ fn read_events_page(
         next_seq,
         last_seq,
         has_more,
+    })
+}
+
+/// What a closed terminal is, from its files alone.
+fn closed_info(dir: &Path) -> Option<TerminalInfo> {
+    let meta = state_dir::read_meta(dir).ok()?;
+    let last_seq = crate::holder::log::newest_seq(dir)
+        .ok()
+        .flatten()
+        .unwrap_or(Seq::ZERO);
+    Some(TerminalInfo {
+        session_id: meta.id.to_string(),
+        agent: meta.agent.to_string(),
+        session: meta.session.to_string(),
+        owner: meta.owner,
+        state: meta.state,
+        working_dir: meta.cwd,
+        cols: meta.cols,
+        rows: meta.rows,
+        shell: meta.shell,
+        created_at: meta.created_at,
+        last_activity: meta.ended_at.unwrap_or(meta.created_at),
+        running_command: None,
+        exit_code: meta.exit_code,
+        signal: meta.signal,
+        instance: meta.instance,
+        last_seq,
+        closed: meta.closed,
+        backend: "native".to_owned(),
     })
 }
 

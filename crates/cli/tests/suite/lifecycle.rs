@@ -70,7 +70,30 @@ async fn create_is_idempotent_and_delete_ends_the_tree_but_keeps_history() {
     let live = get(&client, "/v2/pty/sessions").await;
     assert_eq!(data(&live)["sessions"].as_array().map(Vec::len), Some(0));
     let all = get(&client, "/v2/pty/sessions?include_closed=true").await;
-    assert_eq!(data(&all)["sessions"][0]["closed"], true);
+    let closed_info = data(&all)["sessions"][0].clone();
+    assert_eq!(closed_info["closed"], true);
+    assert!(closed_info["last_seq"].as_u64() > Some(0), "{closed_info}");
+    // Closed terminals are history only; a restarted server lists them from their files alone.
+    let mut hub = hub;
+    hub.kill_server();
+    hub.restart();
+    let client = hub.http();
+    let again = get(&client, "/v2/pty/sessions?include_closed=true").await;
+    let again = data(&again)["sessions"][0].clone();
+    for field in [
+        "session_id",
+        "closed",
+        "state",
+        "last_seq",
+        "cols",
+        "rows",
+        "working_dir",
+    ] {
+        assert_eq!(
+            again[field], closed_info[field],
+            "{field}: {again} vs {closed_info}"
+        );
+    }
 
     let events = get(&client, "/v2/pty/sessions/work-1/events?after_seq=0").await;
     let list = data(&events)["events"]
