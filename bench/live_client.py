@@ -220,6 +220,7 @@ class Stream:
         self.first_at = None
         self.last_at = None
         self.marker_at = None
+        self.bytes_to_marker = None
         self.kept = bytearray() if keep else None
         self.is_ready = sock is None  # fds: ready at their first byte
         self.is_ended = False
@@ -247,8 +248,12 @@ class Stream:
                 window = self.carry + bytes(piece)
             else:
                 window = bytes(piece[-MARKER_SCAN_BYTES:])
-            if self.marker in window:
+            at = window.find(self.marker)
+            if at >= 0:
                 self.marker_at = self.now
+                # What follows the marker (the next prompt) may still be on its way when the
+                # report is made: streams are compared up to the marker's end.
+                self.bytes_to_marker = self.bytes - (len(window) - at - m)
             self.carry = window[-(m - 1):]
 
     def on_read(self, data: bytes, now: float) -> None:
@@ -294,7 +299,8 @@ class Stream:
             self.end_reason = reason
 
     def report(self) -> dict:
-        return {"index": self.index, "bytes": self.bytes, "first_at": self.first_at,
+        return {"index": self.index, "bytes": self.bytes, "bytes_to_marker": self.bytes_to_marker,
+                "first_at": self.first_at,
                 "last_at": self.last_at, "marker_at": self.marker_at, "ended": self.end_reason,
                 "lagged": self.lagged, "errors": self.errors[:5], "frames": self.frames}
 
