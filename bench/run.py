@@ -2364,6 +2364,39 @@ def summarize(run: Run) -> tuple[dict, str]:
         if tmux_slow is not None:
             md.append(f"tmux with {top} clients: {fmt_ratio(tmux_slow)} its time alone.")
             md.append("")
+        ncpu = run.meta["machine"]["cpus"] or 1
+        for v in hubs:
+            per = summary["fanout"]["per_system"].get(v, {})
+            hi, lo = per.get(top) or {}, per.get(0) or {}
+            if not hi or not lo or hi.get("x_alone") is None or hi["x_alone"] <= 2.0:
+                continue
+            c, c0 = hi["median_cpu_s"], lo["median_cpu_s"]
+            extra = (c.get("server") or 0) - (c0.get("server") or 0) + (c.get("watchers") or 0)
+            md.append(
+                f"Why {labels.get(v, v)} misses 2x at W={top} (CPU from /proc, medians): the "
+                f"run took {fmt(hi['median_s'])} s against {fmt(lo['median_s'])} s alone; the "
+                f"server used {fmt(c.get('server'))} CPU-s (alone {fmt(c0.get('server'))}), the "
+                f"watchers {fmt(c.get('watchers'))}, holder + producer "
+                f"{fmt((c.get('holder') or 0) + (c.get('producer') or 0))} (alone "
+                f"{fmt((c0.get('holder') or 0) + (c0.get('producer') or 0))}); the fan-out's "
+                f"extra CPU (the server's increase + the watchers) is {fmt(extra)} CPU-s, "
+                f"{fmt(extra / ncpu)} s of all {ncpu} CPUs, against {fmt(lo['median_s'])} s "
+                f"of slack that 2x alone allows.")
+            busy, total = c.get("machine_busy"), c.get("machine_all")
+            if busy is not None and total and busy >= 0.9 * total:
+                md[-1] += f" The machine was busy {fmt(busy)} of {fmt(total)} CPU-s (other " \
+                          f"work included): the run is CPU-bound"
+                if extra / ncpu >= 0.5 * lo["median_s"]:
+                    md[-1] += (", the fan-out's own CPU is the bulk of the extra time, and the "
+                               "producer's path (holder, the server's actor and screen thread) "
+                               "waits for CPU behind it.")
+                else:
+                    md[-1] += (", but the fan-out's own CPU is a small part of the extra time: "
+                               "other work on the machine took the rest.")
+            else:
+                md[-1] += (f" The machine was busy only {fmt(busy)} of {fmt(total)} CPU-s: "
+                           f"CPU alone does not explain this slowdown.")
+            md.append("")
 
     # ---- replay
     rp = R.get("replay") or {}
