@@ -2271,7 +2271,7 @@ def summarize(run: Run) -> tuple[dict, str]:
         for v in fo:
             head += [f"{labels.get(v, v)} s", "×alone"]
             if v != "tmux":
-                head += ["last watcher s", "lagged watchers"]
+                head += ["last watcher s", "lagged watchers (median, max)"]
         hubs = [v for v in fo if v != "tmux"]
         if "tmux" in fo:
             head += [f"{v.split('_', 1)[1]}/tmux time" for v in hubs]
@@ -2299,6 +2299,7 @@ def summarize(run: Run) -> tuple[dict, str]:
                 runs = d["runs"]
                 last = median([x.get("last_watcher_s") for x in runs])
                 lagged = median([x.get("lagged_watchers") for x in runs])
+                lagged_max = max([x.get("lagged_watchers") or 0 for x in runs], default=None)
                 cpu = {}
                 for x in runs:
                     for k, c in x["cpu_s"].items():
@@ -2310,11 +2311,13 @@ def summarize(run: Run) -> tuple[dict, str]:
                 summary["fanout"]["per_system"].setdefault(v, {})[w] = {
                     "median_s": med, "x_alone": slow, "rounds_s": d["seconds"],
                     "errors": d["errors"], "last_watcher_median_s": last,
-                    "lagged_watchers_median": lagged, "median_cpu_s": cpu,
+                    "lagged_watchers_median": lagged, "lagged_watchers_max": lagged_max,
+                    "median_cpu_s": cpu,
                     "pane_size": runs[0].get("pane_size") if runs else None}
                 row += [fmt(med), fmt_ratio(slow)]
                 if v != "tmux":
-                    row += [fmt(last) if w else "–", fmt(lagged) if w else "–"]
+                    row += [fmt(last) if w else "–",
+                            f"{fmt(lagged)}, {fmt(lagged_max)}" if w else "–"]
                 if d["errors"]:
                     row[-2 if v == "tmux" else -4] += f" ({d['errors']} failed)"
             if "tmux" in fo:
@@ -2349,9 +2352,17 @@ def summarize(run: Run) -> tuple[dict, str]:
                 d = fo[v].get(w)
                 if d is None:
                     continue
-                vals = ", ".join(f"{x:.3f}" for x in d["seconds"]) or "none"
+                vals = ", ".join(
+                    f"{x['seconds']:.3f}" + (f" ({x['lagged_watchers']} lagged, server "
+                                             f"{x['cpu_s'].get('server', 0):.2f} CPU-s)"
+                                             if x.get("lagged_watchers") else "")
+                    for x in d["runs"]) or "none"
                 md.append(f"- {v} W={w}: {vals}" + (f" ({d['errors']} failed)"
                                                    if d["errors"] else ""))
+        md.append("")
+        md.append("A watcher that falls more than 128 events behind the live broadcast is told it "
+                  "`lagged` and reads on from the event log; such runs are marked above with the "
+                  "server's CPU, since that path costs far more than fan-out from memory.")
         md.append("")
         top = max(ws) if ws else None
         tmux_slow = (summary["fanout"]["per_system"].get("tmux", {}).get(top) or {}).get("x_alone")
