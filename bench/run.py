@@ -7,9 +7,12 @@ Workloads (each system measured in every round, the order of systems rotating pe
   throughput  `seq 1 3000000` and `cat` of a generated 100 MB ANSI/UTF-8 file
   roundtrip   `echo hi` plus its exit code, one op after another, p50/p99
   memory      PSS of N idle terminals (holders, shells, server deltas)
+  fanout      `cat` of a 10 MB mixed file with 0 … 100 watchers (ptyhub) / attach -r clients (tmux)
+  replay      a watcher's 10 MiB restore (JSON and binary) until `terminal_restored`
 
 Writes bench/results/<UTC timestamp>.md and .json and prints the Markdown.
-Python 3 standard library only; tmux must be on PATH.
+Python 3 standard library only (bench/live_client.py is the WebSocket client); tmux must be on
+PATH.
 """
 
 from __future__ import annotations
@@ -44,12 +47,14 @@ import urllib.parse
 from datetime import datetime, timezone
 from pathlib import Path
 
+import live_client  # bench/live_client.py: the WebSocket client and the watcher process
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 SYSTEMS = ("bare", "tmux", "ptyhub")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-WORKLOADS = ("throughput", "roundtrip", "memory")
+WORKLOADS = ("throughput", "roundtrip", "memory", "fanout", "replay")
 
 # Terminal sizes: 200x50 for throughput and round trip, 80x24 for idle terminals (memory).
 BIG = (200, 50)
@@ -187,16 +192,30 @@ def sum_pss(pids) -> tuple[int, int, int, int]:
     return pss, rss, uss, found
 
 
-def cpu_ticks(pids) -> int:
+def cpu_ticks(pids, children: bool = False) -> int:
+    """utime + stime of the processes (with children: plus the CPU of children they reaped)."""
     total = 0
     for pid in pids:
+        if not pid:
+            continue
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
             total += int(fields[11]) + int(fields[12])  # utime, stime
+            if children:
+                total += int(fields[13]) + int(fields[14])  # cutime, cstime
         except (OSError, IndexError, ValueError):
             pass
     return total
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, all) CPU ticks of the whole machine from /proc/stat (busy = all but idle and
+    iowait), to see how much CPU the rest of a shared machine took during a run."""
+    with open("/proc/stat") as f:
+        vals = [int(x) for x in f.readline().split()[1:]]
+    total = sum(vals[:8])  # user nice system idle iowait irq softirq steal (guest is in user)
+    return total - vals[3] - vals[4], total
 
 
 def wait_cpu_settled(pids_fn, quiet_ticks=2, interval=0.5, max_wait=60.0) -> float:
@@ -576,6 +595,149 @@ class Bare:
 
 
 # --------------------------------------------------------------------------------------------
+# live fan-out: the watcher process and its checks
+# --------------------------------------------------------------------------------------------
+
+# The producer ends with this line; the echoed command shows `$((6*7))`, so only the command's
+# output can contain the marker.
+FANOUT_MARKER = "__FANOUT_END_42__"
+FANOUT_END_CMD = "echo __FANOUT_END_$((6*7))__"
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+
+class Watchers:
+    """One `bench/live_client.py drain` process reading every watcher's stream, plus the client
+    processes whose output it reads (`ptyhub terminal watch`, `tmux attach -r`), if any.
+
+    The harness hands over the read ends (pipes, PTY masters) and keeps none; `close()` stops
+    the clients and the drainer."""
+
+    def __init__(self, env: Env, config: dict, fds=(), clients=()):
+        self.clients = list(clients)
+        self.fds = list(fds)
+        self.err_path = env.root / f"{env.name('drain-')}.log"
+        self.proc = None
+        try:
+            with open(self.err_path, "wb") as err:
+                self.proc = subprocess.Popen(
+                    [sys.executable, str(HERE / "live_client.py"), "drain",
+                     json.dumps(dict(config, fds=self.fds))],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                    pass_fds=self.fds, start_new_session=True)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = []
+
+    def pids(self) -> list[int]:
+        return [self.proc.pid] + [p.pid for p in self.clients]
+
+    def err_tail(self) -> str:
+        try:
+            return self.err_path.read_text(errors="replace")[-600:]
+        except OSError:
+            return ""
+
+    def _line(self, timeout: float, what: str) -> dict:
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not r:
+            raise BenchError(f"watchers: no {what} line within {timeout:.0f}s; {self.err_tail()}")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise BenchError(f"watcher process ended (rc {self.proc.poll()}) before its {what} "
+                             f"line: {self.err_tail()}")
+        return json.loads(line)
+
+    def wait_ready(self, timeout: float = 60) -> dict:
+        doc = self._line(timeout + 30, "ready")
+        if doc.get("not_ready"):
+            raise BenchError(f"watchers not live after {timeout}s: {len(doc['not_ready'])} of "
+                             f"{doc['streams']} (first {doc['not_ready'][:5]})")
+        return doc
+
+    def finish(self, timeout: float = 120) -> dict:
+        self.proc.stdin.write(f"finish {timeout}\n".encode())
+        self.proc.stdin.flush()
+        return self._line(timeout + 30, "report")
+
+    def close(self):
+        for p in self.clients:
+            if p.poll() is None:
+                kill_pid(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for p in self.clients:
+            try:
+                p.wait(timeout=max(0.05, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout):
+                try:
+                    f.close()
+                except (OSError, ValueError):
+                    pass
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+
+
+def check_streams(report: dict, t0: float, expect_min: int | None, same_bytes: bool) -> dict:
+    """Checks that every watcher got the whole output; raises BenchError otherwise.
+
+    Every stream must show the end marker, with no error frame; with `same_bytes` (ptyhub:
+    every watcher connected before the producer started, so each gets the same bytes) the
+    byte counts up to the end of the marker must be equal and at least `expect_min` (the
+    producer's output after `onlcr`). What follows the marker (the next prompt) may still be
+    on its way when the report is made, so it is not compared."""
+    streams = report["streams"]
+    missing = [s["index"] for s in streams if s["marker_at"] is None]
+    errors = [(s["index"], s["errors"]) for s in streams if s["errors"]]
+    counts = [s["bytes_to_marker"] if s["bytes_to_marker"] is not None else s["bytes"]
+              for s in streams]
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} of {len(streams)} watchers never got the end marker "
+                        f"(first {missing[:5]}, ended: "
+                        f"{[streams[i]['ended'] for i in missing[:5]]})")
+    if errors:
+        problems.append(f"error frames: {errors[:3]}")
+    if same_bytes and counts and min(counts) != max(counts):
+        problems.append(f"watchers got different byte counts ({min(counts)} … {max(counts)})")
+    if expect_min is not None and counts and min(counts) < expect_min:
+        problems.append(f"a watcher got {min(counts)} bytes, less than the producer's "
+                        f"{expect_min}")
+    if problems:
+        raise BenchError("invalid run: " + "; ".join(problems))
+    lagged = [s["lagged"] for s in streams]
+    return {
+        "last_watcher_s": max(s["marker_at"] for s in streams) - t0,
+        "first_watcher_s": min(s["marker_at"] for s in streams) - t0,
+        "watcher_bytes": [min(counts), max(counts)],
+        "lagged_frames": sum(lagged),
+        "lagged_watchers": sum(1 for x in lagged if x),
+        "frames_per_watcher": statistics.median(s["frames"] for s in streams),
+        "drain_cpu_s": report.get("cpu_s"),
+    }
+
+
+def check_kept(paths, expected: bytes) -> None:
+    """The streams kept whole must hold the producer's output contiguously."""
+    for p in paths:
+        data = Path(p).read_bytes()
+        Path(p).unlink(missing_ok=True)
+        if expected not in data:
+            raise BenchError(f"invalid run: a kept watcher stream ({len(data)} bytes) does not "
+                             f"hold the producer's {len(expected)} bytes contiguously")
+
+
+# --------------------------------------------------------------------------------------------
 # tmux
 # --------------------------------------------------------------------------------------------
 
@@ -652,6 +814,92 @@ class Tmux:
         finally:
             self.cmd("kill-session", "-t", s, check=False)
             fifo.unlink(missing_ok=True)
+
+    # ---- live fan-out: the producer with W `tmux attach -r` clients, each on its own PTY
+    def fanout(self, w: int, cmd: str) -> dict:
+        fifo = self.env.fifo()
+        s = self.env.name("fo")
+        chan = f"done_{s}"
+        status = self.env.root / f"{s}.status"
+        # The producer signals its own end and the pane stays alive: a pane that dies while
+        # tmux is behind loses the output it has not read yet (seen with 10 clients: the
+        # pane-died hook fired, the marker never reached the screen).
+        script = (f"{cmd}; echo $? > {shlex.quote(str(status))}; "
+                  f"tmux -S {shlex.quote(self.sock)} wait-for -S {chan}; exec sleep 86400")
+        self.new_session(s, BIG, ["sh", "-c", gated(script, fifo)])
+        watchers = None
+        waiter = None
+        try:
+            if w:
+                procs, fds = [], []
+                try:
+                    for _ in range(w):
+                        # One more row than the pane: the client's status line.
+                        p, master = spawn_on_pty(
+                            ["tmux", "-S", self.sock, "attach-session", "-r", "-t", s],
+                            self.env.env, str(self.env.work), (BIG[0], BIG[1] + 1))
+                        procs.append(p)
+                        fds.append(master)
+                except BaseException:
+                    for fd in fds:
+                        os.close(fd)
+                    for p in procs:
+                        p.kill()
+                        p.wait()
+                    raise
+                watchers = Watchers(self.env, {"kind": "fds", "marker": FANOUT_MARKER},
+                                    fds=fds, clients=procs)
+                watchers.wait_ready()
+                deadline = time.monotonic() + 30
+                while True:
+                    n = len(self.cmd("list-clients", "-t", s, "-F", "#{client_pid}").split())
+                    if n == w:
+                        break
+                    if time.monotonic() > deadline:
+                        raise BenchError(f"tmux: {n} of {w} clients attached after 30 s")
+                    time.sleep(0.05)
+            size = self.cmd("display-message", "-p", "-t", s,
+                            "#{pane_width}x#{pane_height}").strip()
+            pids = {"server": [self.server_pid]}
+            if watchers:
+                pids["watchers"] = watchers.pids()
+            waiter = subprocess.Popen(["tmux", "-S", self.sock, "wait-for", chan],
+                                      env=self.env.env, stdin=subprocess.DEVNULL)
+            time.sleep(0.05)  # let the waiter connect (the channel also latches a signal)
+            wfd = open_gate_writer(fifo)
+            c0 = {k: cpu_ticks(v) for k, v in pids.items()}
+            m0 = machine_ticks()
+            t0 = time.monotonic()
+            os.write(wfd, b"\n")
+            os.close(wfd)
+            try:
+                waiter.wait(timeout=900)
+            except subprocess.TimeoutExpired:
+                raise BenchError("tmux: the producer did not signal its end within 900 s")
+            t1 = time.monotonic()
+            c1 = {k: cpu_ticks(v) for k, v in pids.items()}
+            m1 = machine_ticks()
+            rc = status.read_text().strip() if status.exists() else None
+            if rc != "0":
+                raise BenchError(f"tmux: producer exit status {rc!r} (want 0)")
+            out = {"seconds": t1 - t0, "pane_size": size,
+                   "cpu_s": {k: (c1[k] - c0[k]) / CLK_TCK for k in pids},
+                   "machine_busy_s": (m1[0] - m0[0]) / CLK_TCK,
+                   "machine_all_s": (m1[1] - m0[1]) / CLK_TCK}
+            if watchers:
+                # tty clients get screen updates, not the byte stream: each must have drawn the
+                # marker line, and no byte count can be compared.
+                out.update(check_streams(watchers.finish(), t0, None, same_bytes=False))
+            return out
+        finally:
+            if waiter is not None and waiter.poll() is None:
+                waiter.kill()
+                waiter.wait()
+            self.cmd("kill-session", "-t", s, check=False)
+            if watchers is not None:
+                watchers.close()
+            fifo.unlink(missing_ok=True)
+            status.unlink(missing_ok=True)
 
     # ---- round trip
     def rt_open(self):
@@ -811,6 +1059,7 @@ class Ptyhub:
         self.token = hashlib.sha256(os.urandom(16)).hexdigest()[:32]
         self.proc = None
         self.conn = None
+        self.socket = None  # the local unix socket, from the banner's `socket:` line
         self.created: list[str] = []
         self.stdout_tail: list[str] = []
         self.log_path = env.root / f"{label}-{env.name('serve')}.log"
@@ -826,6 +1075,9 @@ class Ptyhub:
         for k in ("PTYHUB_SOCKET", "PTYHUB_STATE_DIR", "PTYHUB_RUNTIME_DIR", "PTYHUB_LISTEN",
                   "PTYHUB_TOKEN"):
             env.pop(k, None)
+        # The server closes its least recently used terminal beyond --max-terminals (default
+        # 20); the memory workload holds hundreds. (An env var: older binaries ignore it.)
+        env["PTYHUB_MAX_TERMINALS"] = "100000"
         self.proc = subprocess.Popen(
             [str(self.binary), "serve", "--state-dir", str(self.state),
              "--listen", "127.0.0.1:0", "--token", self.token],
@@ -839,9 +1091,12 @@ class Ptyhub:
                 line = raw.decode(errors="replace").rstrip("\n")
                 self.stdout_tail = (self.stdout_tail + [line])[-50:]
                 s = line.strip()
+                if s.startswith("socket:"):
+                    self.socket = s.split(":", 1)[1].strip()
                 if not url_box and s.startswith("url:"):
                     url_box.append(s.split(":", 1)[1].strip())
-                    got.set()
+                elif url_box and s.startswith(("socket:", "terminals found")):
+                    got.set()  # the banner's last lines the harness needs
             got.set()
 
         threading.Thread(target=pump, daemon=True).start()
@@ -1085,6 +1340,158 @@ class Ptyhub:
             pass
         self.delete(self.rt_sid)
 
+    # ---- live fan-out: the producer with W watchers on its terminal
+    def fanout(self, w: int, kind: str, cmd: str, expect_min: int, expected: bytes) -> dict:
+        """kind "ws": one watcher process multiplexing W WebSockets (`mode=watch`, binary);
+        kind "cli": W `ptyhub terminal watch T` processes (stdin /dev/null), their stdout
+        drained by the watcher process. All watchers are live before the producer starts."""
+        sid = self.create(BIG)
+        watchers = None
+        try:
+            self.wait_prompt(sid)
+            meta = next((m for m in self.metas() if m.get("id") == sid), {})
+            pids = {"server": [self.proc.pid], "holder": [meta.get("holder_pid")],
+                    "producer": [meta.get("pid")]}
+            keep = {}
+            if w:
+                keep = {str(i): str(self.env.root / self.env.name("kept-")) for i in {0, w - 1}}
+                config = {"marker": FANOUT_MARKER, "keep": keep}
+                if kind == "ws":
+                    watchers = Watchers(self.env, dict(
+                        config, kind="ws", unix=self.socket, n=w,
+                        path=f"/v2/pty/sessions/{urllib.parse.quote(sid)}/ws"
+                             f"?mode=watch&protocol=binary"))
+                else:
+                    watchers = self._cli_watchers(sid, w, config)
+                watchers.wait_ready()
+                pids["watchers"] = watchers.pids()
+            # The producer's CPU is the shell's children (`cat`, reaped before the marker).
+            c0 = {k: cpu_ticks(v, children=k == "producer") for k, v in pids.items()}
+            m0 = machine_ticks()
+            t0 = time.monotonic()
+            _, doc, status = self.exec(sid, cmd, truncate=True, timeout=900)
+            t1 = time.monotonic()
+            c1 = {k: cpu_ticks(v, children=k == "producer") for k, v in pids.items()}
+            m1 = machine_ticks()
+            data = doc.get("data") or {}
+            if status >= 300 or not doc.get("success"):
+                raise PtyhubError(f"exec -> HTTP {status}: {json.dumps(doc)[:400]}")
+            if data.get("status") != "completed" or data.get("exit_code") != 0:
+                raise PtyhubError(f"exec: status={data.get('status')!r} "
+                                  f"exit_code={data.get('exit_code')!r} after {t1 - t0:.2f}s")
+            out = {"seconds": t1 - t0,
+                   "cpu_s": {k: (c1[k] - c0[k]) / CLK_TCK for k in pids},
+                   "machine_busy_s": (m1[0] - m0[0]) / CLK_TCK,
+                   "machine_all_s": (m1[1] - m0[1]) / CLK_TCK}
+            if watchers:
+                out.update(check_streams(watchers.finish(), t0, expect_min, same_bytes=True))
+                check_kept(keep.values(), expected)
+            return out
+        finally:
+            if watchers is not None:
+                watchers.close()
+            self.delete(sid)
+
+    def _cli_watchers(self, sid: str, w: int, config: dict) -> Watchers:
+        env = dict(self.env.env, PTYHUB_SOCKET=self.socket)
+        procs, fds = [], []
+        err = open(self.env.root / f"{self.env.name('watch-')}.log", "ab")
+        try:
+            for _ in range(w):
+                r, wr = os.pipe()
+                fds.append(r)
+                try:
+                    fcntl.fcntl(r, F_SETPIPE_SZ, 1 << 20)
+                except OSError:
+                    pass
+                try:
+                    procs.append(subprocess.Popen(
+                        [str(self.binary), "terminal", "watch", sid], env=env,
+                        stdin=subprocess.DEVNULL, stdout=wr, stderr=err, start_new_session=True))
+                finally:
+                    os.close(wr)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            for p in procs:
+                p.kill()
+                p.wait()
+            raise
+        finally:
+            err.close()
+        return Watchers(self.env, dict(config, kind="fds"), fds=fds, clients=procs)
+
+    # ---- replay: a watcher that asks for the retained output before live output
+    def replay_terminal(self, cmd: str) -> str:
+        sid = self.create(BIG)
+        self.wait_prompt(sid)
+        secs, doc, status = self.exec(sid, cmd, truncate=True, timeout=900)
+        data = doc.get("data") or {}
+        if status >= 300 or data.get("status") != "completed" or data.get("exit_code") != 0:
+            raise PtyhubError(f"replay producer: HTTP {status}: {json.dumps(doc)[:400]}")
+        return sid
+
+    def replay_once(self, sid: str, transport: str, replay_bytes: int) -> dict:
+        """Opens `mode=watch&restore=true` over TCP and times it until `terminal_restored`."""
+        path = (f"/v2/pty/sessions/{urllib.parse.quote(sid)}/ws?mode=watch&restore=true"
+                f"&replay_bytes={replay_bytes}&protocol={transport}")
+        got = {"binary": 0, "wire": 0}
+
+        def on_binary(piece):
+            got["binary"] += len(piece)
+
+        parser = live_client.FrameParser(on_binary)
+        texts: list[bytes] = []
+        first = ready = restored = None
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        sock, data = live_client.connect(path, tcp=(self.host, self.port), token=self.token)
+        try:
+            while restored is None:
+                if not data:
+                    data = sock.recv(live_client.READ_BYTES)
+                    if not data:
+                        raise PtyhubError(f"replay ({transport}): closed before "
+                                          f"terminal_restored")
+                got["wire"] += len(data)
+                now = time.perf_counter()
+                for op, payload in parser.feed(data):
+                    if op == live_client.OP_BINARY:
+                        first = first or now
+                    elif op == live_client.OP_TEXT:
+                        # Output frames are decoded after the clock stops; small frames now.
+                        if len(payload) > 4096:
+                            texts.append(payload)
+                            first = first or now
+                            continue
+                        frame = json.loads(payload)
+                        kind = frame.get("type")
+                        if kind == "ready":
+                            ready = now
+                        elif kind == "restore_output":
+                            texts.append(payload)
+                            first = first or now
+                        elif kind == "terminal_restored":
+                            restored = now
+                        elif kind == "error":
+                            raise PtyhubError(f"replay ({transport}): {frame}")
+                    elif op == live_client.OP_CLOSE:
+                        raise PtyhubError(f"replay ({transport}): closed ({payload!r})")
+                data = b""
+            cpu = time.process_time() - c0
+        finally:
+            sock.close()
+        replayed = got["binary"]
+        for t in texts:
+            frame = json.loads(t)
+            if frame.get("type") != "restore_output":
+                raise PtyhubError(f"replay ({transport}): a {frame.get('type')!r} frame "
+                                  f"before terminal_restored")
+            replayed += len(frame["data"].encode())
+        return {"seconds": restored - t0, "ready_s": ready - t0 if ready else None,
+                "first_output_s": first - t0 if first else None, "replayed_bytes": replayed,
+                "wire_bytes": got["wire"], "client_cpu_s": cpu}
+
     def memory(self, ns: list[int]) -> dict:
         out = {"per_n": {}}
         self.ok("GET", "/v2/pty/sessions")
@@ -1181,7 +1588,8 @@ class Run:
         self.env = Env(keep=args.keep_tmp)
         self.errors: list[dict] = []
         self.notes: list[str] = []
-        self.results: dict = {"throughput": {}, "roundtrip": {}, "memory": {}}
+        self.results: dict = {"throughput": {}, "roundtrip": {}, "memory": {}, "fanout": {},
+                              "replay": {}}
         self.binary = None
 
     def err(self, system: str, workload: str, e: BaseException | str, round_=None):
@@ -1357,11 +1765,101 @@ class Run:
                             self.err(s, "memory cleanup", e, r + 1)
                 time.sleep(0.5)
 
+    # ---- live fan-out
+    def fanout(self):
+        a = self.args
+        path = self.env.data / "fanout.txt"
+        log(f"generating the {a.fanout_mb:g} MB fan-out file")
+        self.results["fanout_file"] = generate_mixed_file(path, int(a.fanout_mb * 1_000_000))
+        content = path.read_bytes()
+        expected = content.replace(b"\n", b"\r\n")  # what leaves the PTY (`onlcr`)
+        del content
+        cmd = f"cat {shlex.quote(str(path))} && {FANOUT_END_CMD}"
+        ws = sorted(set(a.fanout_watchers))
+        variants = []
+        if "ptyhub" in self.systems:
+            variants += [f"ptyhub_{k}" for k in a.fanout_clients]
+        if "tmux" in self.systems:
+            variants.append("tmux")
+        res = {v: {w: {"seconds": [], "errors": 0, "runs": []} for w in ws
+                   if w > 0 or v in ("tmux", f"ptyhub_{a.fanout_clients[0]}")}
+               for v in variants}
+        self.results["fanout"] = res
+        self.results["fanout_watchers"] = ws
+        self.results["fanout_expected_bytes"] = len(expected)
+        hub = self.hub("fanout") if "ptyhub" in self.systems else None
+        tm = Tmux(self.env, "tmux fanout") if "tmux" in self.systems else None
+        for r in range(a.rounds):
+            for w in (ws if r % 2 == 0 else ws[::-1]):
+                k = r % len(variants) if variants else 0
+                for v in variants[k:] + variants[:k]:
+                    if w not in res[v]:
+                        continue
+                    try:
+                        if v == "tmux":
+                            out = tm.fanout(w, cmd)
+                        else:
+                            if hub is None:
+                                raise PtyhubError("no ptyhub server")
+                            out = hub.fanout(w, v.split("_", 1)[1], cmd, len(expected), expected)
+                        res[v][w]["seconds"].append(out["seconds"])
+                        res[v][w]["runs"].append(out)
+                        extra = ""
+                        if "last_watcher_s" in out:
+                            extra = (f", last watcher {out['last_watcher_s']:.3f}s, lagged "
+                                     f"{out['lagged_watchers']}/{w}")
+                        log(f"fanout r{r + 1} W={w:<3} {v:<10} {out['seconds']:.3f}s{extra}; "
+                            f"cpu " + " ".join(f"{c} {x:.2f}" for c, x in out["cpu_s"].items()))
+                    except Exception as e:
+                        res[v][w]["errors"] += 1
+                        self.err(v, f"fanout W={w}", e, r + 1)
+                        if v != "tmux" and hub is not None and hub.proc.poll() is not None:
+                            self.err("ptyhub", "fanout", "ptyhub server died; restarting", r + 1)
+                            hub = self.hub("fanout")
+        if hub is not None:
+            hub.stop()
+        if tm is not None:
+            tm.kill_server()
+
+    # ---- replay
+    def replay(self):
+        a = self.args
+        if "ptyhub" not in self.systems:
+            return
+        path = self.env.data / "replay.txt"
+        log(f"generating the {a.replay_mb:g} MB replay file")
+        self.results["replay_file"] = generate_mixed_file(path, int(a.replay_mb * 1_000_000))
+        res = {t: [] for t in ("json", "binary")}
+        self.results["replay"] = {"runs": res, "errors": 0,
+                                  "replay_bytes_asked": a.replay_bytes}
+        hub = self.hub("replay")
+        if hub is None:
+            return
+        try:
+            sid = hub.replay_terminal(f"cat {shlex.quote(str(path))}")
+            for i in range(a.replay_runs):
+                for t in (("json", "binary") if i % 2 == 0 else ("binary", "json")):
+                    try:
+                        out = hub.replay_once(sid, t, a.replay_bytes)
+                        res[t].append(out)
+                        log(f"replay {i + 1} {t:<6} {out['seconds'] * 1000:.1f} ms "
+                            f"({out['replayed_bytes']} bytes, first output "
+                            f"{(out['first_output_s'] or 0) * 1000:.1f} ms)")
+                    except Exception as e:
+                        self.results["replay"]["errors"] += 1
+                        self.err("ptyhub", f"replay {t}", e, i + 1)
+        except Exception as e:
+            self.results["replay"]["errors"] += 1
+            self.err("ptyhub", "replay", e)
+        finally:
+            hub.stop()
+
     # ---- driver
     def run(self):
         a = self.args
         self.systems = [s for s in SYSTEMS if s in a.systems]
         started = datetime.now(timezone.utc)
+        self.loadavg = [os.getloadavg()]
         if "ptyhub" in self.systems:
             path, how = resolve_binary(a.ptyhub)
             self.binary_how = how
@@ -1384,6 +1882,7 @@ class Run:
             except Exception as e:
                 self.err("harness", w, e)
         finished = datetime.now(timezone.utc)
+        self.loadavg.append(os.getloadavg())
         self.meta = self.describe(started, finished)
 
     def describe(self, started, finished) -> dict:
@@ -1424,6 +1923,7 @@ class Run:
                         "tmux": out(["tmux", "-V"]),
                         "bash": (out(["bash", "--version"]) or "").split("\n")[0]},
             "systems": self.systems,
+            "loadavg_start_end": [[round(x, 2) for x in la] for la in self.loadavg],
             "notes": self.notes,
         }
 
@@ -1440,7 +1940,8 @@ def summarize(run: Run) -> tuple[dict, str]:
     R = run.results
     a = run.args
     md: list[str] = []
-    summary: dict = {"throughput": {}, "roundtrip": {}, "memory": {}, "targets": []}
+    summary: dict = {"throughput": {}, "roundtrip": {}, "memory": {}, "fanout": {},
+                     "replay": {}, "targets": []}
     targets = summary["targets"]
     m = run.meta
     md.append(f"# ptyhub benchmark — {m['started_utc']}")
@@ -1455,6 +1956,10 @@ def summarize(run: Run) -> tuple[dict, str]:
                  if bin_ else ", binary: none"))
     md.append(f"- rounds: {a.rounds} (memory: {a.mem_rounds}); systems in rotating order per "
               f"round; duration {m['duration_s']} s; mode: {'quick' if a.quick else 'full'}")
+    la = m.get("loadavg_start_end") or []
+    if la:
+        md.append(f"- load average (1/5/15 min) at start {la[0]}, at end {la[-1]} (the machine is "
+                  f"shared: other work runs beside the benchmark)")
     md.append("- every shell is `bash -i` with an empty `$HOME/.bashrc` (ptyhub adds its "
               "shell-integration rc on top); terminals 200x50 for throughput and round trip, "
               "80x24 for memory; tmux `-f /dev/null` (history-limit 2000)")
@@ -1729,6 +2234,239 @@ def summarize(run: Run) -> tuple[dict, str]:
                 targets.append({"target": f"memory N={n}: server ≤ 1 MiB PSS per terminal",
                                 "value": sd, "met": None if sd is None else sd <= 1024})
 
+    # ---- live fan-out
+    fo = R.get("fanout") or {}
+    if fo:
+        ws = R.get("fanout_watchers") or []
+        f = R.get("fanout_file") or {}
+        first_hub = next((v for v in fo if v.startswith("ptyhub_")), None)
+        labels = {"ptyhub_ws": "ptyhub, WebSocket watchers", "ptyhub_cli":
+                  "ptyhub, `terminal watch` processes", "tmux": "tmux, `attach -r` clients"}
+        md.append(f"## (d) Live fan-out: `cat` of a {a.fanout_mb:g} MB mixed file with W "
+                  f"watchers ({a.rounds} rounds, medians)")
+        md.append("")
+        md.append(
+            f"The producer `cat FILE && {FANOUT_END_CMD}` ({fmt(f.get('bytes', 0) / 1e6, 3)} MB "
+            f"of the same kind of mixed ANSI/UTF-8 text as (a); "
+            f"{fmt(R.get('fanout_expected_bytes', 0) / 1e6, 3)} MB out of the PTY) runs in a "
+            f"200x50 terminal with W watchers attached and live before it starts. Time = "
+            f"from starting the producer until it is done: ptyhub `POST …/exec` answered "
+            f"`completed` (every byte logged and screen-emulated; watchers are fed from memory "
+            f"or the log and never hold the PTY back); tmux: the producer's own `tmux wait-for -S` "
+            f"after its last line (one tmux client start, a few ms; the pane then stays alive: "
+            f"a pane that dies while tmux is behind loses the output not yet read, seen with "
+            f"10 clients). *last watcher* "
+            f"= until the last watcher had the end marker. Watchers: *WebSocket* = one Python "
+            f"process (bench/live_client.py) multiplexing W `mode=watch&protocol=binary` "
+            f"connections on the local socket; *terminal watch* = W `ptyhub terminal watch T` "
+            f"processes (stdin /dev/null) whose stdout that process drains; tmux = W "
+            f"`tmux attach -r` clients, each on its own 200x51 PTY drained the same way. "
+            f"Every ptyhub watcher is checked: the end marker arrived, no error frame, equal "
+            f"byte counts ≥ the producer's output, and the first and last watcher's streams "
+            f"hold the producer's bytes contiguously; a run failing a check counts as an error, "
+            f"not a time. tmux clients get screen updates, not the byte stream: each must have "
+            f"drawn the marker line. *×alone* = time(W) / time(W=0) of the same system.")
+        md.append("")
+        head = ["W"]
+        for v in fo:
+            head += [f"{labels.get(v, v)} s", "×alone"]
+            if v != "tmux":
+                head += ["last watcher s", "lagged watchers (median, max)"]
+        hubs = [v for v in fo if v != "tmux"]
+        if "tmux" in fo:
+            head += [f"{v.split('_', 1)[1]}/tmux time" for v in hubs]
+        md.append("| " + " | ".join(head) + " |")
+        md.append("|" + "---|" * len(head))
+        summary["fanout"] = {"watchers": ws, "per_system": {}}
+        alone = {}
+        for v in fo:
+            a0 = fo[v].get(0) or fo[v].get("0")
+            if a0 is None and first_hub and v.startswith("ptyhub_"):
+                a0 = fo[first_hub].get(0)
+            alone[v] = median(a0["seconds"]) if a0 else None
+        for w in ws:
+            row = [str(w)]
+            meds = {}
+            for v in fo:
+                d = fo[v].get(w)
+                if d is None and w == 0 and v.startswith("ptyhub_") and first_hub:
+                    d = fo[first_hub].get(0)
+                if d is None:
+                    row += ["–", "–"] + (["–", "–"] if v != "tmux" else [])
+                    continue
+                med = median(d["seconds"])
+                meds[v] = med
+                runs = d["runs"]
+                last = median([x.get("last_watcher_s") for x in runs])
+                lagged = median([x.get("lagged_watchers") for x in runs])
+                lagged_max = max([x.get("lagged_watchers") or 0 for x in runs], default=None)
+                cpu = {}
+                for x in runs:
+                    for k, c in x["cpu_s"].items():
+                        cpu.setdefault(k, []).append(c)
+                cpu = {k: median(c) for k, c in cpu.items()}
+                cpu["machine_busy"] = median([x.get("machine_busy_s") for x in runs])
+                cpu["machine_all"] = median([x.get("machine_all_s") for x in runs])
+                slow = ratio(med, alone.get(v))
+                summary["fanout"]["per_system"].setdefault(v, {})[w] = {
+                    "median_s": med, "x_alone": slow, "rounds_s": d["seconds"],
+                    "errors": d["errors"], "last_watcher_median_s": last,
+                    "lagged_watchers_median": lagged, "lagged_watchers_max": lagged_max,
+                    "median_cpu_s": cpu,
+                    "pane_size": runs[0].get("pane_size") if runs else None}
+                row += [fmt(med), fmt_ratio(slow)]
+                if v != "tmux":
+                    row += [fmt(last) if w else "–",
+                            f"{fmt(lagged)}, {fmt(lagged_max)}" if w else "–"]
+                if d["errors"]:
+                    row[-2 if v == "tmux" else -4] += f" ({d['errors']} failed)"
+            if "tmux" in fo:
+                row += [fmt_ratio(ratio(meds.get(v), meds.get("tmux"))) for v in hubs]
+            md.append("| " + " | ".join(row) + " |")
+        md.append("")
+        md.append("CPU seconds during the timed run (medians). ptyhub: *producer* = the shell "
+                  "with the `cat` it reaped; *watchers* = the watcher process plus any "
+                  "`terminal watch` processes. tmux: *watchers* = the draining process plus the "
+                  "`attach -r` clients (the producer's CPU is not visible there). *machine* = "
+                  "busy CPU of the whole machine (shared with other work) out of the wall time "
+                  "× CPUs.")
+        md.append("")
+        md.append("| system | W | wall s | server | holder | producer | watchers | accounted "
+                  "| machine busy / all |")
+        md.append("|---|---|---|---|---|---|---|---|---|")
+        for v, per in summary["fanout"]["per_system"].items():
+            for w, row in per.items():
+                if w == 0 and v != first_hub and v != "tmux":
+                    continue  # the same runs as the first ptyhub row's W=0
+                c = row["median_cpu_s"]
+                acc = sum(c.get(k) or 0.0 for k in ("server", "holder", "producer", "watchers"))
+                md.append(f"| {v} | {w} | {fmt(row['median_s'])} | {fmt(c.get('server'))} "
+                          f"| {fmt(c.get('holder'))} | {fmt(c.get('producer'))} "
+                          f"| {fmt(c.get('watchers'))} | {fmt(acc)} "
+                          f"| {fmt(c.get('machine_busy'))} / {fmt(c.get('machine_all'))} |")
+        md.append("")
+        md.append("Per-round seconds (in round order):")
+        md.append("")
+        for v in fo:
+            for w in ws:
+                d = fo[v].get(w)
+                if d is None:
+                    continue
+                vals = ", ".join(
+                    f"{x['seconds']:.3f}" + (f" ({x['lagged_watchers']} lagged, server "
+                                             f"{x['cpu_s'].get('server', 0):.2f} CPU-s)"
+                                             if x.get("lagged_watchers") else "")
+                    for x in d["runs"]) or "none"
+                md.append(f"- {v} W={w}: {vals}" + (f" ({d['errors']} failed)"
+                                                   if d["errors"] else ""))
+        md.append("")
+        md.append("A watcher that falls more than 128 events behind the live broadcast is told it "
+                  "`lagged` and reads on from the event log; such runs are marked above with the "
+                  "server's CPU, since that path costs far more than fan-out from memory.")
+        md.append("")
+        top = max(ws) if ws else None
+        tmux_slow = (summary["fanout"]["per_system"].get("tmux", {}).get(top) or {}).get("x_alone")
+        for v in hubs:
+            row = summary["fanout"]["per_system"].get(v, {}).get(top) or {}
+            x = row.get("x_alone")
+            targets.append({"target": f"fan-out ({labels.get(v, v)}): producer with {top} "
+                                      f"watchers ≤ 2x alone", "value": x,
+                            "met": None if x is None else x <= 2.0})
+        if tmux_slow is not None:
+            md.append(f"tmux with {top} clients: {fmt_ratio(tmux_slow)} its time alone.")
+            md.append("")
+        ncpu = run.meta["machine"]["cpus"] or 1
+        for v in hubs:
+            per = summary["fanout"]["per_system"].get(v, {})
+            hi, lo = per.get(top) or {}, per.get(0) or {}
+            if not hi or not lo or hi.get("x_alone") is None or hi["x_alone"] <= 2.0:
+                continue
+            c, c0 = hi["median_cpu_s"], lo["median_cpu_s"]
+            extra = (c.get("server") or 0) - (c0.get("server") or 0) + (c.get("watchers") or 0)
+            md.append(
+                f"Why {labels.get(v, v)} misses 2x at W={top} (CPU from /proc, medians): the "
+                f"run took {fmt(hi['median_s'])} s against {fmt(lo['median_s'])} s alone; the "
+                f"server used {fmt(c.get('server'))} CPU-s (alone {fmt(c0.get('server'))}), the "
+                f"watchers {fmt(c.get('watchers'))}, holder + producer "
+                f"{fmt((c.get('holder') or 0) + (c.get('producer') or 0))} (alone "
+                f"{fmt((c0.get('holder') or 0) + (c0.get('producer') or 0))}); the fan-out's "
+                f"extra CPU (the server's increase + the watchers) is {fmt(extra)} CPU-s, "
+                f"{fmt(extra / ncpu)} s of all {ncpu} CPUs, against {fmt(lo['median_s'])} s "
+                f"of slack that 2x alone allows.")
+            busy, total = c.get("machine_busy"), c.get("machine_all")
+            if busy is not None and total and busy >= 0.9 * total:
+                md[-1] += f" The machine was busy {fmt(busy)} of {fmt(total)} CPU-s (other " \
+                          f"work included): the run is CPU-bound"
+                if extra / ncpu >= 0.5 * lo["median_s"]:
+                    md[-1] += (", the fan-out's own CPU is the bulk of the extra time, and the "
+                               "producer's path (holder, the server's actor and screen thread) "
+                               "waits for CPU behind it.")
+                else:
+                    md[-1] += (", but the fan-out's own CPU is a small part of the extra time: "
+                               "other work on the machine took the rest.")
+            else:
+                md[-1] += (f" The machine was busy only {fmt(busy)} of {fmt(total)} CPU-s: "
+                           f"CPU alone does not explain this slowdown.")
+            md.append("")
+
+    # ---- replay
+    rp = R.get("replay") or {}
+    if rp.get("runs"):
+        asked = rp.get("replay_bytes_asked")
+        f = R.get("replay_file") or {}
+        md.append(f"## (e) Replay: `mode=watch&restore=true&replay_bytes={asked}`")
+        md.append("")
+        md.append(f"One terminal that printed a {fmt(f.get('bytes', 0) / 1e6, 3)} MB mixed file "
+                  f"(`cat`, via exec); then, one after another, watchers connect over TCP "
+                  f"(bearer token), alternating JSON and binary transport. Time = from before "
+                  f"the TCP connect until the `terminal_restored` frame has arrived (handshake "
+                  f"and reading every replay frame included; JSON frames are decoded only after "
+                  f"the clock stops). *replayed* = output bytes in the replay frames (JSON: the "
+                  f"UTF-8 of `data`); *wire* = bytes received; *client CPU* = this Python "
+                  f"client's CPU during the timed part.")
+        md.append("")
+        md.append("| transport | runs | median ms | min ms | max ms | ready ms | first output ms "
+                  "| replayed MiB | wire MiB | client CPU ms |")
+        md.append("|---|---|---|---|---|---|---|---|---|---|")
+        summary["replay"] = {}
+        for t, runs in rp["runs"].items():
+            if not runs:
+                md.append(f"| {t} | 0 | failed | | | | | | | |")
+                continue
+
+            def med(k, runs=runs):
+                return median([r[k] for r in runs if r.get(k) is not None])
+            row = {"runs": len(runs), "median_ms": med("seconds") * 1000,
+                   "min_ms": min(r["seconds"] for r in runs) * 1000,
+                   "max_ms": max(r["seconds"] for r in runs) * 1000,
+                   "ready_ms": (med("ready_s") or 0) * 1000,
+                   "first_output_ms": (med("first_output_s") or 0) * 1000,
+                   "replayed_bytes": [min(r["replayed_bytes"] for r in runs),
+                                      max(r["replayed_bytes"] for r in runs)],
+                   "wire_bytes": med("wire_bytes"), "client_cpu_ms": med("client_cpu_s") * 1000,
+                   "rounds_ms": [r["seconds"] * 1000 for r in runs]}
+            summary["replay"][t] = row
+            md.append(f"| {t} | {len(runs)} | {fmt(row['median_ms'])} | {fmt(row['min_ms'])} "
+                      f"| {fmt(row['max_ms'])} | {fmt(row['ready_ms'])} "
+                      f"| {fmt(row['first_output_ms'])} "
+                      f"| {fmt(row['replayed_bytes'][0] / 1048576, 4)}"
+                      f"{'' if row['replayed_bytes'][0] == row['replayed_bytes'][1] else '…' + fmt(row['replayed_bytes'][1] / 1048576, 4)} "
+                      f"| {fmt(row['wire_bytes'] / 1048576)} | {fmt(row['client_cpu_ms'])} |")
+            targets.append({"target": f"replay ({t}): {asked} bytes restored in < 100 ms "
+                                      f"(median)", "value": row["median_ms"],
+                            "shown": f"{row['median_ms']:.1f} ms",
+                            "met": row["median_ms"] < 100})
+            lo, hi = row["replayed_bytes"]
+            ok = lo >= asked - 512 * 1024 and hi <= asked
+            targets.append({"target": f"replay ({t}): replayed bytes within [asked − 512 KiB, "
+                                      f"asked]", "value": lo, "shown": f"{lo}…{hi} bytes",
+                            "met": ok})
+        md.append("")
+        md.append("Per-run ms: " + "; ".join(
+            f"{t}: " + ", ".join(f"{x:.1f}" for x in row["rounds_ms"])
+            for t, row in summary["replay"].items()) + ".")
+        md.append("")
+
     # ---- targets
     md.append("## Targets")
     md.append("")
@@ -1736,7 +2474,9 @@ def summarize(run: Run) -> tuple[dict, str]:
     md.append("|---|---|---|")
     for t in targets:
         v = t["value"]
-        if v is None:
+        if t.get("shown"):
+            shown = t["shown"]
+        elif v is None:
             shown = "n/a"
         elif "memory" in t["target"]:
             shown = f"{v:.1f} KiB"
@@ -1778,7 +2518,19 @@ def parse_args(argv=None):
     p.add_argument("--mem-rounds", type=int, help="memory rounds (default 3, quick 1)")
     p.add_argument("--seq-n", type=int, default=3_000_000)
     p.add_argument("--cat-mb", type=float, default=100.0, help="size of the mixed file in MB")
-    p.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    p.add_argument("--fanout-watchers", type=int, nargs="+",
+                   help="watcher counts for fanout (default 0 1 10 50 100, quick 0 1 10)")
+    p.add_argument("--fanout-mb", type=float, default=10.0,
+                   help="size of the fan-out producer's file in MB (a mixed file like cat's)")
+    p.add_argument("--fanout-clients", nargs="+", choices=("ws", "cli"), default=["ws", "cli"],
+                   help="ptyhub watchers: ws = one process multiplexing WebSockets, cli = "
+                        "`ptyhub terminal watch` processes")
+    p.add_argument("--replay-runs", type=int, help="replays per transport (default 10, quick 3)")
+    p.add_argument("--replay-mb", type=float, default=16.0,
+                   help="output of the replayed terminal in MB (at least the replay)")
+    p.add_argument("--replay-bytes", type=int, default=10 * 1024 * 1024)
+    p.add_argument("--workloads", "--only", nargs="+", choices=WORKLOADS, default=list(WORKLOADS),
+                   help="run only some workloads (e.g. --only fanout replay)")
     p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     p.add_argument("--out", help="results directory (default bench/results next to this script)")
     p.add_argument("--keep-tmp", action="store_true", help="keep temp dirs (debugging)")
@@ -1787,6 +2539,8 @@ def parse_args(argv=None):
     a.ops = a.ops or (50 if a.quick else 200)
     a.mem_n = a.mem_n or ([20, 50] if a.quick else [100, 500])
     a.mem_rounds = a.mem_rounds or (1 if a.quick else 3)
+    a.fanout_watchers = a.fanout_watchers or ([0, 1, 10] if a.quick else [0, 1, 10, 50, 100])
+    a.replay_runs = a.replay_runs or (3 if a.quick else 10)
     return a
 
 
