@@ -2,14 +2,15 @@
 //! `durable`) and seed 001's peers (`attach`, `watch`; any number).
 //!
 //! Output reaches connections two ways, and a connection switches between them without a gap:
-//! - **from memory**: the actor publishes every event it applies on a broadcast channel that
-//!   exists only while someone is connected;
+//! - **from memory**: the actor publishes every event it applies to a buffer of the newest
+//!   events (8 MiB at most) that exists only while someone is connected;
 //! - **from the event log**: a connection replaying history, or one that fell behind the
-//!   broadcast (it lagged), reads the log at its own pace with a [`LogReader`].
+//!   buffer (it lagged), reads the log at its own pace with a [`LogReader`].
 //!
 //! Switching is gap-free because the holder writes an event to the log before the actor can
-//! publish it: a connection subscribes first, then reads the log to its end, then takes from
-//! the broadcast only what is newer than the last event it returned.
+//! publish it: a connection registers first (every event published from then on enters the
+//! buffer), reads the log to its end, then takes from the buffer only what is newer than the
+//! last event it returned; if the buffer no longer has the next one, it lagged.
 //!
 //! The transport (WebSocket) is thin: [`TerminalHandle::connect`] gives a [`Connection`] whose
 //! [`Connection::next`] yields [`LiveFrame`]s, and input and resize go through the connection,
@@ -23,15 +24,17 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::event::{Event, EventKind, Seq};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{Notify, watch};
 
 use super::TerminalHandle;
 use crate::holder::log::LogReader;
 
-/// Events buffered for live connections before a slow one counts as lagging (and reads the
-/// log instead). An event holds at most 64 KiB, so this bounds the memory a stalled
-/// connection can hold to 8 MiB, typically less than half.
-const LIVE_EVENTS_BUFFERED: usize = 128;
+/// Output kept in memory for live connections (while any is connected). A connection further
+/// behind than this counts as lagging and reads the log instead; the memory is bounded in
+/// bytes whatever the size of events, and freed as events fall out.
+const LIVE_BYTES_BUFFERED: usize = 8 * 1024 * 1024;
+/// What an event costs in that budget besides its output bytes.
+const LIVE_EVENT_OVERHEAD: usize = 64;
 /// A frame carries at most about this much output (consecutive events are merged up to it).
 pub const FRAME_MAX_BYTES: usize = 256 * 1024;
 /// Output between two replay checkpoints: a replay is at most this much shorter than asked.
@@ -188,7 +191,10 @@ struct Peer {
 
 #[derive(Default)]
 struct HubState {
-    sender: Option<broadcast::Sender<LiveEvent>>,
+    /// The newest events, oldest first, within [`LIVE_BYTES_BUFFERED`]; kept only while a
+    /// connection is live.
+    recent: VecDeque<LiveEvent>,
+    recent_bytes: usize,
     connections: Vec<Peer>,
     next_id: u64,
     /// The current relay connection's id.
@@ -207,6 +213,26 @@ struct HubState {
 #[derive(Default)]
 pub(crate) struct Hub {
     state: Mutex<HubState>,
+    /// Wakes connections waiting for events.
+    published: Notify,
+}
+
+/// What a live connection finds in memory.
+enum Recent {
+    /// Events after the ones it has (possibly none yet).
+    Events(Vec<LiveEvent>),
+    /// The events right after the ones it has are no longer in memory.
+    Lagged,
+}
+
+impl LiveEvent {
+    fn cost(&self) -> usize {
+        LIVE_EVENT_OVERHEAD
+            + match self {
+                Self::Output { data, .. } => data.len(),
+                _ => 0,
+            }
+    }
 }
 
 impl Hub {
@@ -230,9 +256,44 @@ impl Hub {
                 }
             }
         }
-        if let Some(sender) = &state.sender {
-            let _ = sender.send(event);
+        if state.connections.is_empty() {
+            return;
         }
+        state.recent_bytes += event.cost();
+        state.recent.push_back(event);
+        while state.recent_bytes > LIVE_BYTES_BUFFERED && state.recent.len() > 1 {
+            if let Some(old) = state.recent.pop_front() {
+                state.recent_bytes -= old.cost();
+            }
+        }
+        drop(state);
+        self.published.notify_waiters();
+    }
+
+    /// The events after `after` in memory, about `max_bytes` of output at most (one event at
+    /// least).
+    fn recent_after(&self, after: Seq, max_bytes: usize) -> Recent {
+        let state = self.lock();
+        let Some(newest) = state.recent.back().map(LiveEvent::seq) else {
+            return Recent::Events(Vec::new());
+        };
+        if newest <= after {
+            return Recent::Events(Vec::new());
+        }
+        let start = state.recent.partition_point(|e| e.seq() <= after);
+        if state.recent.get(start).map(LiveEvent::seq) != Some(after.next()) {
+            return Recent::Lagged;
+        }
+        let mut events = Vec::new();
+        let mut bytes = 0;
+        for event in state.recent.range(start..) {
+            if bytes >= max_bytes && !events.is_empty() {
+                break;
+            }
+            bytes += event.cost();
+            events.push(event.clone());
+        }
+        Recent::Events(events)
     }
 
     /// How many connections are live.
@@ -252,13 +313,6 @@ impl Hub {
     /// The actor saw a terminal query in the output.
     pub(crate) fn note_query(&self) {
         self.lock().last_query_at = Some(Instant::now());
-    }
-
-    fn subscribe(state: &mut HubState) -> broadcast::Receiver<LiveEvent> {
-        state
-            .sender
-            .get_or_insert_with(|| broadcast::channel(LIVE_EVENTS_BUFFERED).0)
-            .subscribe()
     }
 
     /// The event after which the newest `max_bytes` of output start.
@@ -281,7 +335,8 @@ impl Hub {
             state.relay = None;
         }
         if state.connections.is_empty() {
-            state.sender = None;
+            state.recent = VecDeque::new();
+            state.recent_bytes = 0;
         }
     }
 }
@@ -308,7 +363,6 @@ pub struct Connection {
     dir: PathBuf,
     id: u64,
     mode: LiveMode,
-    receiver: broadcast::Receiver<LiveEvent>,
     replaced: Option<watch::Receiver<bool>>,
     phase: Phase,
     /// The last event returned.
@@ -336,7 +390,7 @@ impl TerminalHandle {
             ));
         }
         let hub = Arc::clone(&self.live);
-        let (id, receiver, replaced, resumed, replay_from) = {
+        let (id, replaced, resumed, replay_from) = {
             let mut state = hub.lock();
             let mut resumed = false;
             let mut replaced = None;
@@ -403,8 +457,7 @@ impl TerminalHandle {
             if matches!(options.mode, LiveMode::Relay { .. }) {
                 state.relay = Some(id);
             }
-            let receiver = Hub::subscribe(&mut state);
-            (id, receiver, told, resumed, replay_from)
+            (id, told, resumed, replay_from)
         };
         let replay_from = options.since_seq.or(replay_from);
         let mut connection = Connection {
@@ -413,7 +466,6 @@ impl TerminalHandle {
             dir: probe.dir.clone(),
             id,
             mode: options.mode,
-            receiver,
             replaced,
             phase: Phase::Live,
             last: now,
@@ -571,39 +623,25 @@ impl Connection {
                     self.events = events;
                 }
                 Phase::Live => {
-                    let received = match &mut self.replaced {
-                        Some(replaced) => tokio::select! {
-                            received = self.receiver.recv() => received,
-                            _ = replaced.changed() => continue,
+                    // Registered before looking, so a publish in between is not missed.
+                    let hub = Arc::clone(&self.hub);
+                    let published = hub.published.notified();
+                    tokio::pin!(published);
+                    published.as_mut().enable();
+                    match hub.recent_after(self.last, FRAME_MAX_BYTES) {
+                        Recent::Events(events) if !events.is_empty() => self.take_live(events),
+                        Recent::Events(_) => match &mut self.replaced {
+                            Some(replaced) => tokio::select! {
+                                () = &mut published => {}
+                                _ = replaced.changed() => {}
+                            },
+                            None => published.await,
                         },
-                        None => self.receiver.recv().await,
-                    };
-                    match received {
-                        Ok(event) => {
-                            let mut batch = vec![event];
-                            let mut bytes = 0;
-                            while bytes < FRAME_MAX_BYTES {
-                                match self.receiver.try_recv() {
-                                    Ok(event) => {
-                                        if let LiveEvent::Output { data, .. } = &event {
-                                            bytes += data.len();
-                                        }
-                                        batch.push(event);
-                                    }
-                                    Err(_) => break,
-                                }
-                            }
-                            self.take_live(batch);
-                        }
-                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                        Recent::Lagged => {
                             self.pending.push_back(LiveFrame::Lagged { seq: self.last });
-                            self.receiver = Hub::subscribe(&mut self.hub.lock());
                             self.phase = Phase::CatchUp {
                                 reader: LogReader::new(&self.dir, self.last),
                             };
-                        }
-                        Err(broadcast::error::RecvError::Closed) => {
-                            self.receiver = Hub::subscribe(&mut self.hub.lock());
                         }
                     }
                 }
@@ -793,6 +831,50 @@ impl Drop for Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn output(seq: u64, len: usize) -> LiveEvent {
+        LiveEvent::Output {
+            seq: Seq(seq),
+            data: Bytes::from(vec![b'x'; len]),
+        }
+    }
+
+    #[test]
+    fn the_live_buffer_is_bounded_in_bytes_and_tells_a_lagging_reader() {
+        let hub = Hub::default();
+        hub.publish(output(1, 10));
+        assert!(
+            matches!(hub.recent_after(Seq::ZERO, 1 << 20), Recent::Events(e) if e.is_empty()),
+            "nothing is kept while nobody is connected"
+        );
+        hub.lock().connections.push(Peer {
+            id: 0,
+            mode: LiveMode::Watch,
+            replaced: None,
+        });
+        for seq in 2..=200 {
+            hub.publish(output(seq, 100 * 1024));
+        }
+        assert!(hub.lock().recent_bytes <= LIVE_BYTES_BUFFERED);
+        let Recent::Events(newest) = hub.recent_after(Seq(199), 1 << 20) else {
+            panic!("the newest event is in memory");
+        };
+        assert_eq!(
+            newest.iter().map(LiveEvent::seq).collect::<Vec<_>>(),
+            vec![Seq(200)]
+        );
+        assert!(matches!(hub.recent_after(Seq(5), 1 << 20), Recent::Lagged));
+        assert!(matches!(hub.recent_after(Seq(200), 1 << 20), Recent::Events(e) if e.is_empty()));
+        let Recent::Events(batch) = hub.recent_after(Seq(180), 300 * 1024) else {
+            panic!("recent events are in memory");
+        };
+        assert_eq!(batch.len(), 3, "a batch stops near its byte budget");
+        hub.leave(0);
+        assert!(
+            hub.lock().recent.is_empty(),
+            "freed when the last connection leaves"
+        );
+    }
 
     #[test]
     fn retained_start_keeps_at_most_the_asked_bytes() {
