@@ -378,25 +378,32 @@ async fn serve(
             }
             frame = connection.next() => {
                 let Some(frame) = frame else { break };
-                let (messages, close) = encode(&frame, transport, &mut text, &ready.session_id);
-                let mut sent = true;
-                for message in messages {
-                    if sink.send(message).await.is_err() {
-                        sent = false;
-                        break;
+                // Everything ready goes out with one flush (at most a batch's worth).
+                let mut frame = Some(frame);
+                let mut is_closing = false;
+                let mut delivered = None;
+                let mut written = 0;
+                while let Some(next) = frame.take() {
+                    match forward(&mut sink, &next, transport, &mut text, &ready.session_id).await {
+                        Ok(Forwarded::More(seq)) => delivered = seq.or(delivered),
+                        Ok(Forwarded::Closing) => {
+                            is_closing = true;
+                            break;
+                        }
+                        Err(()) => return,
+                    }
+                    written += 1;
+                    if written < FRAMES_PER_FLUSH {
+                        frame = connection.next_ready();
                     }
                 }
-                if !sent {
+                if sink.flush().await.is_err() || is_closing {
                     break;
                 }
-                if let LiveFrame::Output { seq, .. } = &frame
-                    && !text.is_holding()
-                {
-                    connection.delivered(*seq);
-                }
-                if let Some(close) = close {
-                    let _ = sink.send(close).await;
-                    break;
+                // Only what was flushed counts as delivered (a durable relay's next replay
+                // starts after it).
+                if let Some(seq) = delivered {
+                    connection.delivered(seq);
                 }
             }
             () = sleep_until(flush_at) => {
@@ -426,6 +433,41 @@ async fn serve(
                 }
             }
         }
+    }
+}
+
+/// Frames written before one flush at most.
+const FRAMES_PER_FLUSH: usize = 64;
+
+enum Forwarded {
+    /// Queued; `Some(seq)` when the client will have every output byte up to `seq`.
+    More(Option<Seq>),
+    /// The frame ended the connection (its close is queued).
+    Closing,
+}
+
+/// Queues one frame's messages (flushed by the caller).
+async fn forward(
+    sink: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    frame: &LiveFrame,
+    transport: Transport,
+    text: &mut TextFramer,
+    session_id: &str,
+) -> Result<Forwarded, ()> {
+    let (messages, close) = encode(frame, transport, text, session_id);
+    for message in messages {
+        sink.feed(message).await.map_err(|_| ())?;
+    }
+    let delivered = match frame {
+        LiveFrame::Output { seq, .. } if !text.is_holding() => Some(*seq),
+        _ => None,
+    };
+    match close {
+        Some(close) => {
+            sink.feed(close).await.map_err(|_| ())?;
+            Ok(Forwarded::Closing)
+        }
+        None => Ok(Forwarded::More(delivered)),
     }
 }
 

@@ -534,17 +534,35 @@ impl Connection {
         self.mode
     }
 
+    fn pop_pending(&mut self) -> Option<LiveFrame> {
+        let frame = self.pending.pop_front()?;
+        if matches!(
+            frame,
+            LiveFrame::Exit { .. } | LiveFrame::Replaced | LiveFrame::Failed(_)
+        ) {
+            self.phase = Phase::Done;
+            self.pending.clear();
+        }
+        Some(frame)
+    }
+
+    /// A frame that is ready now without waiting, if any: lets a transport write several
+    /// frames with one flush.
+    pub fn next_ready(&mut self) -> Option<LiveFrame> {
+        if self.pending.is_empty()
+            && matches!(self.phase, Phase::Live)
+            && !self.is_replaced()
+            && let Recent::Events(events) = self.hub.recent_after(self.last, FRAME_MAX_BYTES)
+        {
+            self.take_live(events);
+        }
+        self.pop_pending()
+    }
+
     /// The next frame for the client; `None` once the connection is over.
     pub async fn next(&mut self) -> Option<LiveFrame> {
         loop {
-            if let Some(frame) = self.pending.pop_front() {
-                if matches!(
-                    frame,
-                    LiveFrame::Exit { .. } | LiveFrame::Replaced | LiveFrame::Failed(_)
-                ) {
-                    self.phase = Phase::Done;
-                    self.pending.clear();
-                }
+            if let Some(frame) = self.pop_pending() {
                 return Some(frame);
             }
             if self.is_replaced() {
@@ -689,63 +707,32 @@ impl Connection {
         is_done || seq >= until
     }
 
-    /// Turns live events into frames, merging consecutive output; skips what was returned.
-    /// Turns live events into frames, merging consecutive output (a lone event's bytes are
-    /// passed on without a copy: with many watchers, copies are what fan-out costs); skips
-    /// what was returned.
+    /// Turns live events into frames, one per output event: its bytes are passed on without a
+    /// copy (with many watchers, copies are what fan-out costs); skips what was returned.
     fn take_live(&mut self, events: Vec<LiveEvent>) {
-        let mut run: Vec<Bytes> = Vec::new();
-        let mut run_seq = self.last;
         for event in events {
             let seq = event.seq();
             if seq <= self.last {
                 continue;
             }
             self.last = seq;
-            match event {
-                LiveEvent::Output { data, .. } => {
-                    run.push(data);
-                    run_seq = seq;
-                }
-                LiveEvent::Other { .. } => {}
-                other => {
-                    self.flush_output(&mut run, run_seq);
-                    self.pending.push_back(match other {
-                        LiveEvent::Resize { cols, rows, .. } => {
-                            LiveFrame::Resize { cols, rows, seq }
-                        }
-                        LiveEvent::Exit {
-                            exit_code, signal, ..
-                        } => LiveFrame::Exit {
-                            exit_code,
-                            signal,
-                            seq,
-                        },
-                        _ => continue,
-                    });
-                }
-            }
+            self.pending.push_back(match event {
+                LiveEvent::Output { data, .. } => LiveFrame::Output {
+                    data,
+                    seq,
+                    is_replay: false,
+                },
+                LiveEvent::Resize { cols, rows, .. } => LiveFrame::Resize { cols, rows, seq },
+                LiveEvent::Exit {
+                    exit_code, signal, ..
+                } => LiveFrame::Exit {
+                    exit_code,
+                    signal,
+                    seq,
+                },
+                LiveEvent::Other { .. } => continue,
+            });
         }
-        self.flush_output(&mut run, run_seq);
-    }
-
-    fn flush_output(&mut self, run: &mut Vec<Bytes>, seq: Seq) {
-        let data = match run.len() {
-            0 => return,
-            1 => run.pop().unwrap_or_default(),
-            _ => {
-                let mut merged = Vec::with_capacity(run.iter().map(Bytes::len).sum());
-                for bytes in run.drain(..) {
-                    merged.extend_from_slice(&bytes);
-                }
-                Bytes::from(merged)
-            }
-        };
-        self.pending.push_back(LiveFrame::Output {
-            data,
-            seq,
-            is_replay: false,
-        });
     }
 
     fn fail_reading(&mut self, error: &std::io::Error) {
