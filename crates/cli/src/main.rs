@@ -102,10 +102,14 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| "warn,ptyhub=info".into()),
         )
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // The server runs on every core; a client (one request, or one live connection that
+    // only moves bytes) is cheaper on one thread — a hundred `terminal watch` processes add
+    // up.
+    let mut builder = match cli.command {
+        Command::Serve(_) => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("ptyhub: cannot start the runtime: {error}");
