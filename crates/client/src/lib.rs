@@ -98,27 +98,7 @@ impl Client {
         let request = builder
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| ClientError::Http(e.to_string()))?;
-        let response = match &self.target {
-            Target::Unix(path) => {
-                let stream = tokio::net::UnixStream::connect(path)
-                    .await
-                    .map_err(|source| ClientError::Connect {
-                        target: path.display().to_string(),
-                        source,
-                    })?;
-                send_on(stream, request).await?
-            }
-            Target::Tcp { addr, .. } => {
-                let stream = tokio::net::TcpStream::connect(addr)
-                    .await
-                    .map_err(|source| ClientError::Connect {
-                        target: addr.clone(),
-                        source,
-                    })?;
-                let _ = stream.set_nodelay(true);
-                send_on(stream, request).await?
-            }
-        };
+        let response = send_on(self.connect().await?, request).await?;
         let status = response.status().as_u16();
         let bytes = response
             .into_body()
@@ -185,27 +165,11 @@ impl Client {
         headers: &[(&str, &str)],
     ) -> Result<LiveSocket, ClientError> {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
-        let (stream, host, token): (Box<dyn Io>, String, Option<&str>) = match &self.target {
-            Target::Unix(path) => {
-                let stream = tokio::net::UnixStream::connect(path)
-                    .await
-                    .map_err(|source| ClientError::Connect {
-                        target: path.display().to_string(),
-                        source,
-                    })?;
-                (Box::new(stream), "localhost".to_owned(), None)
-            }
-            Target::Tcp { addr, token } => {
-                let stream = tokio::net::TcpStream::connect(addr)
-                    .await
-                    .map_err(|source| ClientError::Connect {
-                        target: addr.clone(),
-                        source,
-                    })?;
-                let _ = stream.set_nodelay(true);
-                (Box::new(stream), addr.clone(), Some(token.as_str()))
-            }
+        let (host, token) = match &self.target {
+            Target::Unix(_) => ("localhost", None),
+            Target::Tcp { addr, token } => (addr.as_str(), Some(token.as_str())),
         };
+        let stream = self.connect().await?;
         let mut request = format!("ws://{host}{path_and_query}")
             .into_client_request()
             .map_err(|e| ClientError::Http(e.to_string()))?;
@@ -236,6 +200,34 @@ impl Client {
                 Err(api_error(status, &body))
             }
             Err(error) => Err(ClientError::Http(error.to_string())),
+        }
+    }
+}
+
+impl Client {
+    /// A byte stream to the server.
+    async fn connect(&self) -> Result<Box<dyn Io>, ClientError> {
+        match &self.target {
+            Target::Unix(path) => {
+                let stream = tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(|source| ClientError::Connect {
+                        target: path.display().to_string(),
+                        source,
+                    })?;
+                Ok(Box::new(stream))
+            }
+            Target::Tcp { addr, .. } => {
+                let stream = tokio::net::TcpStream::connect(addr)
+                    .await
+                    .map_err(|source| ClientError::Connect {
+                        target: addr.clone(),
+                        source,
+                    })?;
+                // Requests are small and latency matters more than packet count.
+                let _ = stream.set_nodelay(true);
+                Ok(Box::new(stream))
+            }
         }
     }
 }

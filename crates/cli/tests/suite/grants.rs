@@ -42,17 +42,6 @@ async fn call(client: &Client, method: Method, path: &str, body: Option<Value>) 
     (answer.status, answer.body)
 }
 
-fn ids(body: &Value) -> Vec<String> {
-    body["data"]["sessions"]
-        .as_array()
-        .map(|s| {
-            s.iter()
-                .filter_map(|t| t["session_id"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configured_token_acts_for_its_owner_with_its_capabilities_only() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
@@ -68,9 +57,7 @@ async fn a_configured_token_acts_for_its_owner_with_its_capabilities_only() {
     assert_eq!(stats["data"]["max_sessions"], 7, "{stats}");
 
     // Another owner's terminal does not exist for the bot.
-    let (status, body) = call(&bot, Method::GET, "/v2/pty/sessions", None).await;
-    assert_eq!(status, 200, "{body}");
-    assert!(ids(&body).is_empty(), "{body}");
+    assert!(super::live_ids(&bot).await.is_empty());
     let (status, body) = call(&bot, Method::GET, &format!("/v2/pty/sessions/{mine}"), None).await;
     assert_eq!(
         (status, body["error"]["code"].clone()),
@@ -125,8 +112,7 @@ async fn a_configured_token_acts_for_its_owner_with_its_capabilities_only() {
     assert!(attach.is_err(), "a read-only token cannot open a terminal");
 
     // The server's own owner does not see the bot's terminal; it lives under the bot's home.
-    let (_, body) = call(&admin, Method::GET, "/v2/pty/sessions", None).await;
-    assert_eq!(ids(&body), vec![mine.clone()]);
+    assert_eq!(super::live_ids(&admin).await, vec![mine.clone()]);
     let botty = hub
         .metas()
         .into_iter()

@@ -11,18 +11,6 @@ fn start_with(args: &[&str]) -> Ptyhub {
     Ptyhub::start_with(env!("CARGO_BIN_EXE_ptyhub"), args)
 }
 
-async fn live_ids(client: &ptyhub_client::Client) -> Vec<String> {
-    let list = get(client, "/v2/pty/sessions").await;
-    data(&list)["sessions"]
-        .as_array()
-        .map(|l| {
-            l.iter()
-                .filter_map(|s| s["session_id"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_least_recently_used_idle_terminal_makes_room() {
     let hub = start_with(&["--max-terminals", "2"]);
@@ -39,7 +27,7 @@ async fn the_least_recently_used_idle_terminal_makes_room() {
     get(&client, "/v2/pty/sessions/busy").await; // "busy" is now the most recently used
 
     create(&client, json!({ "id": "third" })).await;
-    let mut ids = live_ids(&client).await;
+    let mut ids = super::live_ids(&client).await;
     ids.sort();
     assert_eq!(
         ids,
@@ -86,7 +74,7 @@ async fn unused_terminals_close_after_the_idle_limit() {
     let client = hub.http();
     create(&client, json!({ "id": "forgotten" })).await;
     wait_until("the unused terminal is closed", || async {
-        live_ids(&client).await.is_empty().then_some(())
+        super::live_ids(&client).await.is_empty().then_some(())
     })
     .await;
     let events = get(&client, "/v2/pty/sessions/forgotten/events?after_seq=0").await;

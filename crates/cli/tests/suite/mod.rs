@@ -62,6 +62,20 @@ pub async fn exec(client: &Client, id: &str, command: &str) -> Value {
     data(&answer).clone()
 }
 
+/// The ids of the live terminals `client` sees.
+pub async fn live_ids(client: &Client) -> Vec<String> {
+    let list = get(client, "/v2/pty/sessions").await;
+    data(&list)["sessions"]
+        .as_array()
+        .map(|sessions| {
+            sessions
+                .iter()
+                .filter_map(|t| t["session_id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub async fn get(client: &Client, path: &str) -> ptyhub_client::Answer {
     client
         .send(Method::GET, path, None)

@@ -69,6 +69,13 @@ struct Seen {
     last_seq: u64,
 }
 
+impl Seen {
+    /// Whether a frame of type `kind` was seen.
+    fn has(&self, kind: &str) -> bool {
+        self.frames.iter().any(|f| f["type"] == kind)
+    }
+}
+
 /// Reads frames until `done` holds for what was seen (or the connection ends).
 async fn read_until(socket: &mut LiveSocket, seen: &mut Seen, done: impl Fn(&Seen) -> bool) {
     while !done(seen) {
@@ -123,10 +130,7 @@ async fn every_frame_of_the_json_protocol() {
 
     send_json(&mut socket, json!({"type": "ping", "timestamp": 1234.5})).await;
     let mut seen = Seen::default();
-    read_until(&mut socket, &mut seen, |s| {
-        s.frames.iter().any(|f| f["type"] == "pong")
-    })
-    .await;
+    read_until(&mut socket, &mut seen, |s| s.has("pong")).await;
     let pong = seen.frames.iter().find(|f| f["type"] == "pong");
     assert_eq!(pong.map(|p| p["timestamp"].clone()), Some(json!(1234.5)));
 
@@ -166,10 +170,7 @@ async fn every_frame_of_the_json_protocol() {
             .await
             .unwrap_or_else(|e| panic!("send: {e}"));
         let mut errors = Seen::default();
-        read_until(&mut socket, &mut errors, |s| {
-            s.frames.iter().any(|f| f["type"] == "error")
-        })
-        .await;
+        read_until(&mut socket, &mut errors, |s| s.has("error")).await;
         let error = errors.frames.iter().find(|f| f["type"] == "error");
         assert_eq!(
             error.map(|e| e["code"].clone()),
@@ -183,10 +184,7 @@ async fn every_frame_of_the_json_protocol() {
         .await
         .unwrap_or_else(|e| panic!("send: {e}"));
     let mut errors = Seen::default();
-    read_until(&mut socket, &mut errors, |s| {
-        s.frames.iter().any(|f| f["type"] == "error")
-    })
-    .await;
+    read_until(&mut socket, &mut errors, |s| s.has("error")).await;
     let done = exec(&client, &id, "echo marker-done").await;
     assert_eq!(done["exit_code"], 0);
     let events = get(
@@ -202,10 +200,7 @@ async fn every_frame_of_the_json_protocol() {
     // Exit: the program ends, the connection is told and closed.
     send_json(&mut socket, json!({"type": "input", "data": "exit 3\n"})).await;
     let mut rest = Seen::default();
-    read_until(&mut socket, &mut rest, |s| {
-        s.frames.iter().any(|f| f["type"] == "exit")
-    })
-    .await;
+    read_until(&mut socket, &mut rest, |s| s.has("exit")).await;
     let exit = rest.frames.iter().find(|f| f["type"] == "exit");
     assert_eq!(
         exit.map(|e| e["exit_code"].clone()),
@@ -283,20 +278,14 @@ async fn one_relay_at_a_time_durable_takes_over_and_peers_are_never_refused() {
     assert_eq!(ready["type"], "ready", "{ready}");
     assert_eq!(ready["resumed"], false, "no durable relay was here before");
     let mut old = Seen::default();
-    read_until(&mut first, &mut old, |s| {
-        s.frames.iter().any(|f| f["type"] == "relay_replaced")
-    })
-    .await;
-    assert!(old.frames.iter().any(|f| f["type"] == "relay_replaced"));
+    read_until(&mut first, &mut old, |s| s.has("relay_replaced")).await;
+    assert!(old.has("relay_replaced"));
     assert!(next_json(&mut first).await.is_null());
 
     let mut fourth = connect(&client, &ws_path(&id, "durable=true")).await;
     assert_eq!(next_json(&mut fourth).await["resumed"], true);
     let mut replaced = Seen::default();
-    read_until(&mut third, &mut replaced, |s| {
-        s.frames.iter().any(|f| f["type"] == "relay_replaced")
-    })
-    .await;
+    read_until(&mut third, &mut replaced, |s| s.has("relay_replaced")).await;
     assert!(
         replaced
             .frames
@@ -370,10 +359,7 @@ async fn a_durable_reconnect_gets_what_it_missed_exactly_once() {
     let ready = next_json(&mut second).await;
     assert_eq!(ready["resumed"], true, "{ready}");
     let mut b = Seen::default();
-    read_until(&mut second, &mut b, |s| {
-        s.frames.iter().any(|f| f["type"] == "terminal_restored")
-    })
-    .await;
+    read_until(&mut second, &mut b, |s| s.has("terminal_restored")).await;
     assert_eq!(
         b.frames.first().map(|f| f["type"].clone()),
         Some(json!("restore_output")),
@@ -402,10 +388,7 @@ async fn a_durable_reconnect_gets_what_it_missed_exactly_once() {
     .await;
     let mut third = connect(&client, &ws_path(&id, query)).await;
     let mut c = Seen::default();
-    read_until(&mut third, &mut c, |s| {
-        s.frames.iter().any(|f| f["type"] == "terminal_restored")
-    })
-    .await;
+    read_until(&mut third, &mut c, |s| s.has("terminal_restored")).await;
     assert!(c.restored.contains("again-3"), "{}", c.restored);
     assert!(!c.restored.contains("step-"), "{}", c.restored);
 
@@ -457,10 +440,7 @@ async fn since_seq_works_across_a_server_restart() {
     .await;
     next_json(&mut back).await;
     let mut seen = Seen::default();
-    read_until(&mut back, &mut seen, |s| {
-        s.frames.iter().any(|f| f["type"] == "terminal_restored")
-    })
-    .await;
+    read_until(&mut back, &mut seen, |s| s.has("terminal_restored")).await;
     assert_eq!(
         count(&seen.restored, "while-away-1\r\nwhile-away-2\r\n"),
         1,
@@ -502,7 +482,7 @@ async fn binary_transport_anonymous_and_v1_routes() {
     drop(binary);
 
     // /v2/pty/ws: a terminal that lives and dies with its connection.
-    let before = live_ids(&client).await;
+    let before = super::live_ids(&client).await;
     let mut anonymous_socket = connect(&client, "/v2/pty/ws").await;
     let ready = next_json(&mut anonymous_socket).await;
     assert_eq!(ready["type"], "ready");
@@ -518,7 +498,7 @@ async fn binary_transport_anonymous_and_v1_routes() {
     })
     .await;
     assert_eq!(
-        live_ids(&client).await,
+        super::live_ids(&client).await,
         before,
         "an anonymous terminal is never listed"
     );
@@ -555,22 +535,10 @@ async fn binary_transport_anonymous_and_v1_routes() {
         .to_owned();
     let ready = next_json(&mut v1).await;
     assert_eq!(ready["session_id"], new_id.as_str());
-    assert!(live_ids(&client).await.contains(&new_id));
+    assert!(super::live_ids(&client).await.contains(&new_id));
     drop(v1);
     let mut existing = connect(&client, &format!("/v1/shell/ws?session_id={id}&mode=watch")).await;
     assert_eq!(next_json(&mut existing).await["session_id"], id.as_str());
-}
-
-async fn live_ids(client: &Client) -> Vec<String> {
-    let list = get(client, "/v2/pty/sessions").await;
-    data(&list)["sessions"]
-        .as_array()
-        .map(|s| {
-            s.iter()
-                .filter_map(|t| t["session_id"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -635,14 +603,14 @@ async fn a_connected_terminal_is_never_idle() {
     let mut watcher = connect(&client, &ws_path(&watched, "mode=watch")).await;
     next_json(&mut watcher).await;
     wait_until("the unwatched terminal is closed as idle", || async {
-        (!live_ids(&client).await.contains(&lonely)).then_some(())
+        (!super::live_ids(&client).await.contains(&lonely)).then_some(())
     })
     .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(live_ids(&client).await.contains(&watched));
+    assert!(super::live_ids(&client).await.contains(&watched));
     drop(watcher);
     wait_until("the terminal is idle once nobody watches", || async {
-        (!live_ids(&client).await.contains(&watched)).then_some(())
+        (!super::live_ids(&client).await.contains(&watched)).then_some(())
     })
     .await;
 }
@@ -699,10 +667,7 @@ async fn a_restore_replays_the_newest_output_within_replay_bytes_from_a_line_sta
     .await;
     next_json(&mut watcher).await;
     let mut seen = Seen::default();
-    read_until(&mut watcher, &mut seen, |s| {
-        s.frames.iter().any(|f| f["type"] == "terminal_restored")
-    })
-    .await;
+    read_until(&mut watcher, &mut seen, |s| s.has("terminal_restored")).await;
     let replayed = seen.restored.len();
     assert!(
         (100_000..=262_144).contains(&replayed),
