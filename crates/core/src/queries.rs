@@ -67,14 +67,24 @@ impl Default for QueryScanner {
 
 impl QueryScanner {
     /// Feeds output; calls `found` for every complete query.
+    /// It runs on the output path: text between escapes is skipped, not stepped through.
     pub fn feed(&mut self, bytes: &[u8], mut found: impl FnMut(Query)) {
-        for &byte in bytes {
-            match self.state {
-                State::Ground => {
-                    if byte == 0x1b {
+        let mut i = 0;
+        while i < bytes.len() {
+            if self.state == State::Ground {
+                match bytes[i..].iter().position(|&b| b == 0x1b) {
+                    Some(at) => {
                         self.state = State::Escape;
+                        i += at + 1;
+                        continue;
                     }
+                    None => return,
                 }
+            }
+            let byte = bytes[i];
+            i += 1;
+            match self.state {
+                State::Ground => {}
                 State::Escape => {
                     self.state = if byte == b'[' {
                         self.prefix = None;

@@ -93,7 +93,6 @@ struct Entry {
     /// nothing of it stays in memory but this entry (a long-running server closes thousands).
     handle: Option<TerminalHandle>,
     dir: PathBuf,
-    is_closed: bool,
     is_anonymous: bool,
     /// The last request that used it.
     last_used: Instant,
@@ -102,20 +101,20 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(
-        handle: Option<TerminalHandle>,
-        dir: PathBuf,
-        is_closed: bool,
-        is_anonymous: bool,
-    ) -> Self {
+    fn new(handle: Option<TerminalHandle>, dir: PathBuf, is_anonymous: bool) -> Self {
         Self {
             handle,
             dir,
-            is_closed,
             is_anonymous,
             last_used: Instant::now(),
             no_change_timeout: None,
         }
+    }
+}
+
+impl Entry {
+    fn is_closed(&self) -> bool {
+        self.handle.is_none()
     }
 }
 
@@ -154,7 +153,7 @@ impl Registry {
                 }
                 // A closed terminal is history only: no actor replays it.
                 let handle = (!is_closed).then(|| TerminalHandle::spawn(dir.clone(), meta));
-                entries.insert(key, Entry::new(handle, dir, is_closed, is_anonymous));
+                entries.insert(key, Entry::new(handle, dir, is_anonymous));
             }
         }
         // An anonymous terminal's connection ended with the previous server: so does it.
@@ -173,7 +172,6 @@ impl Registry {
         match entries.get_mut(&(owner.to_owned(), id.clone())) {
             Some(Entry {
                 handle: Some(handle),
-                is_closed: false,
                 last_used,
                 ..
             }) => {
@@ -201,7 +199,7 @@ impl Registry {
         let parsed = TerminalId::parse(id).map_err(|_| ApiError::not_found(id))?;
         let mut entries = self.entries.lock().await;
         match entries.get_mut(&(owner.to_owned(), parsed)) {
-            Some(entry) if !entry.is_closed => {
+            Some(entry) if !entry.is_closed() => {
                 entry.no_change_timeout = timeout;
                 Ok(())
             }
@@ -212,7 +210,7 @@ impl Registry {
     /// Live terminals (all owners: the limit is the server's).
     pub async fn stats(&self) -> Stats {
         let entries = self.entries.lock().await;
-        let live: Vec<&Entry> = entries.values().filter(|e| !e.is_closed).collect();
+        let live: Vec<&Entry> = entries.values().filter(|e| !e.is_closed()).collect();
         let active = live
             .iter()
             .filter(|e| e.last_used.elapsed() < ACTIVE_WINDOW)
@@ -231,12 +229,12 @@ impl Registry {
     async fn make_room(&self) -> Result<(), ApiError> {
         let mut candidates: Vec<(Instant, String, TerminalId, TerminalHandle)> = {
             let entries = self.entries.lock().await;
-            if entries.values().filter(|e| !e.is_closed).count() < self.config.limits.max_live {
+            if entries.values().filter(|e| !e.is_closed()).count() < self.config.limits.max_live {
                 return Ok(());
             }
             entries
                 .iter()
-                .filter(|(_, e)| !e.is_closed)
+                .filter(|(_, e)| !e.is_closed())
                 .filter_map(|((owner, id), e)| {
                     let handle = e.handle.clone()?;
                     Some((e.last_used, owner.clone(), id.clone(), handle))
@@ -273,7 +271,7 @@ impl Registry {
             let entries = self.entries.lock().await;
             entries
                 .iter()
-                .filter(|(_, e)| !e.is_closed && e.last_used.elapsed() >= limit)
+                .filter(|(_, e)| !e.is_closed() && e.last_used.elapsed() >= limit)
                 .filter_map(|((owner, id), e)| Some((owner.clone(), id.clone(), e.handle.clone()?)))
                 .collect()
         };
@@ -324,7 +322,7 @@ impl Registry {
             entries
                 .iter()
                 .filter(|((o, _), e)| {
-                    o == owner && !e.is_anonymous && (include_closed || !e.is_closed)
+                    o == owner && !e.is_anonymous && (include_closed || !e.is_closed())
                 })
                 .map(|(_, e)| (e.handle.clone(), e.dir.clone()))
                 .collect()
@@ -368,7 +366,6 @@ impl Registry {
             match entries.get_mut(&key) {
                 Some(Entry {
                     handle: Some(handle),
-                    is_closed: false,
                     last_used,
                     ..
                 }) => {
@@ -465,10 +462,10 @@ impl Registry {
         let meta = state_dir::read_meta(&dir)
             .map_err(|e| ApiError::internal(format!("cannot read meta.json: {e}")))?;
         let handle = TerminalHandle::spawn(dir.clone(), meta);
-        self.entries.lock().await.insert(
-            key,
-            Entry::new(Some(handle.clone()), dir, false, spec.anonymous),
-        );
+        self.entries
+            .lock()
+            .await
+            .insert(key, Entry::new(Some(handle.clone()), dir, spec.anonymous));
         Ok((handle, true))
     }
 
@@ -478,8 +475,7 @@ impl Registry {
         let meta = handle.close().await?;
         let mut entries = self.entries.lock().await;
         if let Some(entry) = entries.get_mut(&(owner.to_owned(), meta.id.clone())) {
-            entry.is_closed = true;
-            // The actor ends once the last live connection lets go of it.
+            // Closed: the actor ends once the last live connection lets go of it.
             entry.handle = None;
         }
         Ok(CloseResponse {
@@ -566,26 +562,8 @@ fn closed_info(dir: &Path) -> Option<TerminalInfo> {
         .ok()
         .flatten()
         .unwrap_or(Seq::ZERO);
-    Some(TerminalInfo {
-        session_id: meta.id.to_string(),
-        agent: meta.agent.to_string(),
-        session: meta.session.to_string(),
-        owner: meta.owner,
-        state: meta.state,
-        working_dir: meta.cwd,
-        cols: meta.cols,
-        rows: meta.rows,
-        shell: meta.shell,
-        created_at: meta.created_at,
-        last_activity: meta.ended_at.unwrap_or(meta.created_at),
-        running_command: None,
-        exit_code: meta.exit_code,
-        signal: meta.signal,
-        instance: meta.instance,
-        last_seq,
-        closed: meta.closed,
-        backend: "native".to_owned(),
-    })
+    let last_activity = meta.ended_at.unwrap_or(meta.created_at);
+    Some(meta.info(last_activity, None, last_seq))
 }
 
 /// A random token of letters and digits.

@@ -13,7 +13,9 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use ptyhub_protocol::api::TerminalInfo;
 pub use ptyhub_protocol::api::TerminalState;
+use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::{Name, TerminalId};
 use serde::{Deserialize, Serialize};
 
@@ -62,6 +64,37 @@ pub struct TerminalMeta {
     /// (`/v2/pty/ws`): never listed, closed when a restarted server finds it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub anonymous: bool,
+}
+
+impl TerminalMeta {
+    /// The terminal as the API shows it, with what only a live actor knows passed in.
+    pub fn info(
+        &self,
+        last_activity: u64,
+        running_command: Option<String>,
+        last_seq: Seq,
+    ) -> TerminalInfo {
+        TerminalInfo {
+            session_id: self.id.to_string(),
+            agent: self.agent.to_string(),
+            session: self.session.to_string(),
+            owner: self.owner.clone(),
+            state: self.state,
+            working_dir: self.cwd.clone(),
+            cols: self.cols,
+            rows: self.rows,
+            shell: self.shell.clone(),
+            created_at: self.created_at,
+            last_activity,
+            running_command,
+            exit_code: self.exit_code,
+            signal: self.signal,
+            instance: self.instance,
+            last_seq,
+            closed: self.closed,
+            backend: "native".to_owned(),
+        }
+    }
 }
 
 /// The state directory root and its layout.

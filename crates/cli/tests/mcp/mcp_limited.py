@@ -6,27 +6,11 @@ Run by the Rust integration test `suite::grants` with PTYHUB_URL, PTYHUB_LIMITED
 """
 
 import asyncio
-import json
 import os
-import sys
 
+from checks import check, is_error, payload
 from mcp import ClientSession
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-
-
-def check(condition, what):
-    if not condition:
-        print(f"FAILED: {what}", file=sys.stderr)
-        sys.exit(1)
-
-
-def is_error(result):
-    return bool(getattr(result, "is_error", getattr(result, "isError", False)))
-
-
-def payload(result):
-    check(not is_error(result), f"tool failed: {result.content}")
-    return json.loads(result.content[0].text)
 
 
 def refused(result, code):

@@ -5,28 +5,11 @@ binary and a running server's local socket; exits non-zero with the failing chec
 """
 
 import asyncio
-import json
 import os
-import sys
 
+from checks import check, is_error, payload
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-
-
-def check(condition, what):
-    if not condition:
-        print(f"FAILED: {what}", file=sys.stderr)
-        sys.exit(1)
-
-
-def is_error(result):
-    # The SDK's 2.x models use snake_case; 1.x used the wire's camelCase.
-    return bool(getattr(result, "is_error", getattr(result, "isError", False)))
-
-
-def payload(result):
-    check(not is_error(result), f"tool failed: {result.content}")
-    return json.loads(result.content[0].text)
 
 
 async def main():

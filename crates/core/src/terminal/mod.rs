@@ -921,29 +921,16 @@ impl Actor {
     }
 
     fn info(&self) -> TerminalInfo {
-        let m = &self.meta;
-        TerminalInfo {
-            session_id: m.id.to_string(),
-            agent: m.agent.to_string(),
-            session: m.session.to_string(),
-            owner: m.owner.clone(),
-            state: m.state,
-            working_dir: state_dir::read_meta(&self.dir)
-                .map(|d| d.cwd)
-                .unwrap_or_else(|_| m.cwd.clone()),
-            cols: m.cols,
-            rows: m.rows,
-            shell: m.shell.clone(),
-            created_at: m.created_at,
-            last_activity: self.last_activity,
-            running_command: self.tracker.running().map(|c| c.command.clone()),
-            exit_code: m.exit_code,
-            signal: m.signal,
-            instance: m.instance,
-            last_seq: self.last_seq,
-            closed: m.closed,
-            backend: "native".to_owned(),
+        let mut meta = self.meta.clone();
+        // The holder follows the shell's working directory in meta.json.
+        if let Ok(on_disk) = state_dir::read_meta(&self.dir) {
+            meta.cwd = on_disk.cwd;
         }
+        meta.info(
+            self.last_activity,
+            self.tracker.running().map(|c| c.command.clone()),
+            self.last_seq,
+        )
     }
 }
 
