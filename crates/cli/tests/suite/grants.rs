@@ -133,6 +133,40 @@ async fn a_configured_token_acts_for_its_owner_with_its_capabilities_only() {
     )
     .await;
 
+    // On the local socket a client may only ask for less than it has.
+    let local = hub.local();
+    let narrowed = [("x-ptyhub-act-as", "bot terminal.read")];
+    let read = local
+        .send_raw(Method::GET, "/v2/pty/sessions", None, &narrowed)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert!(read.body.to_string().contains("botty") && !read.body.to_string().contains("\"mine\""));
+    let write = local
+        .send_raw(
+            Method::POST,
+            "/v2/pty/sessions",
+            Some(b"{}".to_vec()),
+            &narrowed,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        write.body["error"]["code"], "PERMISSION_DENIED",
+        "{}",
+        write.body
+    );
+    let malformed = local
+        .send_raw(
+            Method::GET,
+            "/v2/pty/sessions",
+            None,
+            &[("x-ptyhub-act-as", "../etc terminal.read")],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(malformed.status, 400, "{}", malformed.body);
+
     // A wrong token is no one.
     let stranger = Client::tcp(hub.addr.clone(), "not-a-token-at-all");
     let (status, _) = call(&stranger, Method::GET, "/v2/pty/sessions", None).await;
