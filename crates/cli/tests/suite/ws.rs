@@ -212,6 +212,24 @@ async fn every_frame_of_the_json_protocol() {
         next_json(&mut socket).await.is_null(),
         "the connection closes after exit"
     );
+
+    // A watcher of the ended terminal gets its history, then how it ended, then a close.
+    let mut late = connect(&client, &ws_path(&id, "mode=watch&restore=true")).await;
+    let mut history = Seen::default();
+    read_until(&mut late, &mut history, |s| s.has("exit")).await;
+    let kinds: Vec<&str> = history
+        .frames
+        .iter()
+        .filter_map(|f| f["type"].as_str())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"ready"), "{kinds:?}");
+    assert!(history.restored.contains("ws-42"), "{}", history.restored);
+    assert_eq!(
+        &kinds[kinds.len() - 2..],
+        ["terminal_restored", "exit"],
+        "{kinds:?}"
+    );
+    assert!(next_json(&mut late).await.is_null());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

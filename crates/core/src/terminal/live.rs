@@ -585,22 +585,16 @@ impl Connection {
                             events.clear();
                             self.events = events;
                             if is_done {
-                                self.pending.push_back(LiveFrame::Restored { seq: until });
-                                self.last = self.last.max(until);
-                                match self.exit_at_start {
-                                    Some((exit_code, signal)) => {
-                                        self.pending.push_back(LiveFrame::Exit {
-                                            exit_code,
-                                            signal,
-                                            seq: until,
-                                        })
-                                    }
-                                    None => {
-                                        self.phase = Phase::CatchUp {
-                                            reader: LogReader::new(&self.dir, self.last),
-                                        }
-                                    }
-                                }
+                                // `last` is what was replayed: if the log ended early for the
+                                // reader, the catch-up below brings the rest; nothing is
+                                // skipped on the strength of `until`.
+                                self.pending
+                                    .push_back(LiveFrame::Restored { seq: self.last });
+                                // The catch-up also ends a connection to an exited terminal
+                                // (with its `exit`) once the log is read.
+                                self.phase = Phase::CatchUp {
+                                    reader: LogReader::new(&self.dir, self.last),
+                                };
                             }
                         }
                         Err(error) => self.fail_reading(&error),
