@@ -432,6 +432,7 @@ impl Registry {
             closed: false,
             integration_nonce: nonce,
             anonymous: spec.anonymous,
+            backend: ptyhub_protocol::api::BackendKind::Native,
         };
         state_dir::write_meta(&dir, &meta)
             .map_err(|e| ApiError::internal(format!("cannot write meta.json: {e}")))?;

@@ -13,8 +13,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use ptyhub_protocol::api::TerminalInfo;
 pub use ptyhub_protocol::api::TerminalState;
+use ptyhub_protocol::api::{BackendKind, TerminalInfo};
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::{Name, TerminalId};
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,10 @@ pub struct TerminalMeta {
     /// (`/v2/pty/ws`): never listed, closed when a restarted server finds it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub anonymous: bool,
+    /// What hosts the terminal (absent from a `meta.json` written before backends were named:
+    /// `native`).
+    #[serde(default)]
+    pub backend: BackendKind,
 }
 
 impl TerminalMeta {
@@ -92,7 +96,7 @@ impl TerminalMeta {
             instance: self.instance,
             last_seq,
             closed: self.closed,
-            backend: "native".to_owned(),
+            backend: self.backend,
         }
     }
 }

@@ -45,6 +45,34 @@ impl TerminalState {
     }
 }
 
+/// What hosts a terminal's PTY, processes and event log. Only `native` (a holder process per
+/// terminal) exists today; the name is the wire's and `meta.json`'s spelling.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// A holder process per terminal on this machine.
+    #[default]
+    Native,
+}
+
+impl BackendKind {
+    /// The wire spelling, e.g. `native`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Native => "native",
+        }
+    }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The lifecycle of one command (seed 000's statuses).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -109,7 +137,7 @@ pub struct TerminalInfo {
     pub instance: u32,
     pub last_seq: Seq,
     pub closed: bool,
-    pub backend: String,
+    pub backend: BackendKind,
 }
 
 /// `POST …/exec`.

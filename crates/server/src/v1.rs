@@ -600,7 +600,7 @@ async fn capabilities(State(_state): State<AppState>) -> Answer<serde_json::Valu
         serde_json::json!({
             "shell": shell,
             "exec": { "pty": !shell.is_empty() },
-            "backends": [{ "type": "native", "status": "ready" }],
+            "backends": [{ "type": ptyhub_protocol::api::BackendKind::Native, "status": "ready" }],
             "compatibility": { "agent_sandbox": "0.0.30" },
             "api_versions": ["v1", "v2"],
             "limits": { "max_sessions": _state.registry.stats().await.max },

@@ -459,7 +459,7 @@ async fn backends() -> Json<Envelope<serde_json::Value>> {
     let status = if shell.is_some() { "ready" } else { "failed" };
     Json(Envelope::ok(
         "Backends",
-        serde_json::json!({ "backends": [{ "type": "native", "status": status, "shell": shell }] }),
+        serde_json::json!({ "backends": [{ "type": ptyhub_protocol::api::BackendKind::Native, "status": status, "shell": shell }] }),
     ))
 }
 

@@ -351,7 +351,7 @@ async fn serve(
         "type": "ready",
         "session_id": (!is_anonymous).then_some(&ready.session_id),
         "transport": transport.as_str(),
-        "backend": "native",
+        "backend": ptyhub_protocol::api::BackendKind::Native,
         "resumed": ready.resumed,
         "mode": mode.as_str(),
         "seq": ready.seq,
