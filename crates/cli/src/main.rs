@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use ptyhub_core::backend::native::NativeBackend;
+use ptyhub_core::event_log::{EVENT_LOG_KEEP_BYTES, EVENT_LOG_KEEP_MIN_BYTES};
 use ptyhub_core::holder::launch::HolderLauncher;
-use ptyhub_core::holder::log::{EVENT_LOG_KEEP_BYTES, EVENT_LOG_KEEP_MIN_BYTES};
 use ptyhub_core::registry::{Limits, Registry, RegistryConfig};
 use ptyhub_core::state_dir::StateDir;
 use ptyhub_server::{Server, ServerConfig};
@@ -211,7 +212,9 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
     let registry = Registry::new(RegistryConfig {
         state_dir,
         runtime_dir: runtime_dir.clone(),
-        launcher: HolderLauncher::current_exe().context("cannot find the ptyhub executable")?,
+        backend: NativeBackend::new(
+            HolderLauncher::current_exe().context("cannot find the ptyhub executable")?,
+        ),
         limits: Limits {
             max_live: max_terminals.max(1),
             idle_close: Duration::from_secs(idle_close_secs.max(1)),

@@ -1,7 +1,12 @@
 //! The ptyhub terminal core: everything about terminals, nothing about HTTP.
 //!
+//! - [`backend`]: the seam between a terminal's actor and what hosts it ([`backend::Backend`];
+//!   [`backend::native`], a holder process per terminal, is the one implementation);
 //! - [`holder`]: the per-terminal holder process (PTY, program, event log, socket) and the
-//!   server's launcher for it;
+//!   native backend's launcher for it;
+//! - [`event_log`]: a terminal's `events.jsonl` segments, written by the holder and read by
+//!   everyone else through a [`event_log::TerminalLog`];
+//! - [`memory`]: handing freed heap memory back to the system;
 //! - [`state_dir`]: the resource on disk (`meta.json`, `state`, `events.jsonl`, …);
 //! - [`shell`]: the injected shell integration (OSC 133 marks with a per-terminal nonce);
 //! - [`tracker`]: command tracking from the marks (exec results, exit codes, console records);
@@ -9,11 +14,15 @@
 //! - [`screen`]: the VT screen (avt) with stateful UTF-8 decoding;
 //! - [`terminal`]: the server-side actor per terminal and its [`terminal::TerminalHandle`];
 //! - [`registry`]: the set of terminals, creation, discovery after a restart, owners;
-//! - [`process`]: facts read from `/proc`;
+//! - [`process`]: process facts from `/proc` and signals, for the holder side of the seam;
+//! - [`screen_worker`]: the background thread that brings every screen up to its log;
 //! - [`queries`]: terminal queries in output and their answers in input (one answer reaches
 //!   the program).
 
+pub mod backend;
+pub mod event_log;
 pub mod holder;
+pub mod memory;
 pub mod plain_text;
 pub mod process;
 pub mod queries;

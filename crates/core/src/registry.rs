@@ -14,9 +14,9 @@ use ptyhub_protocol::ids::{Name, TermSize, TerminalId};
 use rand::Rng;
 use tokio::sync::Mutex;
 
+use crate::backend::{Backend, TerminalLog};
+use crate::event_log::EVENT_LOG_KEEP_BYTES;
 use crate::holder::HolderSpec;
-use crate::holder::launch::HolderLauncher;
-use crate::holder::log::{EVENT_LOG_KEEP_BYTES, LogReader, newest_seq};
 use crate::shell;
 use crate::state_dir::{self, StateDir, TerminalMeta};
 use crate::terminal::TerminalHandle;
@@ -28,13 +28,14 @@ const EVENTS_PAGE_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// Bytes of log read at a time for a page.
 const EVENTS_PAGE_READ_BYTES: usize = 256 * 1024;
 
-/// Where things live and how holders start.
-#[derive(Clone, Debug)]
+/// Where things live and what hosts terminals.
+#[derive(Clone)]
 pub struct RegistryConfig {
     pub state_dir: StateDir,
     /// Private directory for holder sockets and integration files (short paths).
     pub runtime_dir: PathBuf,
-    pub launcher: HolderLauncher,
+    /// What hosts every terminal.
+    pub backend: Arc<dyn Backend>,
     pub limits: Limits,
 }
 
@@ -152,7 +153,9 @@ impl Registry {
                     orphans.push(key.clone());
                 }
                 // A closed terminal is history only: no actor replays it.
-                let handle = (!is_closed).then(|| TerminalHandle::spawn(dir.clone(), meta));
+                let handle = (!is_closed).then(|| {
+                    TerminalHandle::spawn(dir.clone(), meta, Arc::clone(&self.config.backend))
+                });
                 entries.insert(key, Entry::new(handle, dir, is_anonymous));
             }
         }
@@ -308,10 +311,7 @@ impl Registry {
                 };
                 registry.close_idle().await;
                 // Floods leave freed buffers behind; give them back to the system.
-                // SAFETY: malloc_trim only hands free heap memory back to the system.
-                unsafe {
-                    libc::malloc_trim(0);
-                }
+                crate::memory::trim_heap();
             }
         });
     }
@@ -331,7 +331,7 @@ impl Registry {
         for (handle, dir) in found {
             let info = match handle {
                 Some(handle) => handle.info().await.ok(),
-                None => closed_info(&dir),
+                None => closed_info(&dir, &self.config.backend.log(&dir)),
             };
             infos.extend(info);
         }
@@ -447,7 +447,7 @@ impl Registry {
             rows: size.rows,
             event_log_keep: self.config.limits.event_log_keep,
         };
-        if let Err(error) = self.config.launcher.launch(&holder_spec).await {
+        if let Err(error) = self.config.backend.launch(&holder_spec).await {
             for file in &launch.files {
                 let _ = std::fs::remove_file(file).or_else(|_| std::fs::remove_dir_all(file));
             }
@@ -462,7 +462,7 @@ impl Registry {
         }
         let meta = state_dir::read_meta(&dir)
             .map_err(|e| ApiError::internal(format!("cannot read meta.json: {e}")))?;
-        let handle = TerminalHandle::spawn(dir.clone(), meta);
+        let handle = TerminalHandle::spawn(dir.clone(), meta, Arc::clone(&self.config.backend));
         self.entries
             .lock()
             .await
@@ -502,21 +502,22 @@ impl Registry {
                 .map(|e| e.dir.clone())
                 .ok_or_else(|| ApiError::not_found(id))?
         };
-        read_events_page(&dir, &parsed, after, limit.clamp(1, EVENTS_PAGE_MAX))
+        let log = self.config.backend.log(&dir);
+        read_events_page(&log, &parsed, after, limit.clamp(1, EVENTS_PAGE_MAX))
     }
 }
 
 /// A page of raw log lines after `after`, across segments; one older than the oldest kept
 /// event starts the page at that event.
 fn read_events_page(
-    dir: &Path,
+    log: &TerminalLog,
     id: &TerminalId,
     after: Seq,
     limit: usize,
 ) -> Result<EventsResponse, ApiError> {
     let cannot_read =
         |e: std::io::Error| ApiError::internal(format!("cannot read the event log: {e}"));
-    let mut reader = LogReader::new(dir, after);
+    let mut reader = log.reader(after);
     let mut events = Vec::new();
     let mut bytes = 0;
     let mut next_seq = after;
@@ -543,7 +544,8 @@ fn read_events_page(
             break;
         }
     }
-    let last_seq = newest_seq(dir)
+    let last_seq = log
+        .newest_seq()
         .map_err(cannot_read)?
         .unwrap_or(Seq::ZERO)
         .max(last_read);
@@ -557,12 +559,9 @@ fn read_events_page(
 }
 
 /// What a closed terminal is, from its files alone.
-fn closed_info(dir: &Path) -> Option<TerminalInfo> {
+fn closed_info(dir: &Path, log: &TerminalLog) -> Option<TerminalInfo> {
     let meta = state_dir::read_meta(dir).ok()?;
-    let last_seq = crate::holder::log::newest_seq(dir)
-        .ok()
-        .flatten()
-        .unwrap_or(Seq::ZERO);
+    let last_seq = log.newest_seq().ok().flatten().unwrap_or(Seq::ZERO);
     let last_activity = meta.ended_at.unwrap_or(meta.created_at);
     Some(meta.info(last_activity, None, last_seq))
 }

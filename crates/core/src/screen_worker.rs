@@ -10,13 +10,12 @@
 //! queued in memory, so a flood costs no memory, only a screen that catches up later (from the
 //! oldest kept event, if it fell further behind than the log keeps).
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak, mpsc};
 
 use ptyhub_protocol::event::{Event, EventKind, Seq};
 
-use crate::holder::log::LogReader;
+use crate::event_log::{LogReader, TerminalLog};
 use crate::screen::{Screen, ScreenView};
 
 /// The background thread applies at most this much log of one terminal before moving on.
@@ -82,15 +81,15 @@ pub struct SharedScreen {
 }
 
 impl SharedScreen {
-    /// A screen of `cols`×`rows` that follows the log of the terminal directory `dir`.
-    pub fn new(dir: &Path, cols: u16, rows: u16) -> Self {
+    /// A screen of `cols`×`rows` that follows the terminal's `log`.
+    pub fn new(log: &TerminalLog, cols: u16, rows: u16) -> Self {
         Self {
             shared: Arc::new(Shared {
                 target: AtomicU64::new(0),
                 is_queued: AtomicBool::new(false),
                 inner: Mutex::new(Inner {
                     screen: Screen::new(cols, rows),
-                    log: LogReader::new(dir, Seq::ZERO),
+                    log: log.reader(Seq::ZERO),
                 }),
             }),
         }
@@ -178,7 +177,7 @@ fn worker() -> &'static mpsc::Sender<Weak<Shared>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::holder::log::{
+    use crate::event_log::{
         EVENT_LOG_KEEP_BYTES, EVENT_LOG_KEEP_MIN_BYTES, EventLog, list_segments,
     };
 
@@ -200,7 +199,7 @@ mod tests {
             data: b"\r\nnot yet".to_vec(),
         })?;
 
-        let screen = SharedScreen::new(dir.path(), 20, 4);
+        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 20, 4);
         screen.advance_to(last);
         assert_eq!(screen.view().lines[2], "line 99");
         screen.advance_to(target);
@@ -215,7 +214,7 @@ mod tests {
     fn a_screen_follows_the_log_across_rotations() -> std::io::Result<()> {
         let dir = tempfile::tempdir()?;
         let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_MIN_BYTES)?;
-        let screen = SharedScreen::new(dir.path(), 40, 3);
+        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 40, 3);
         let padding = "p".repeat(300);
         let print = |log: &mut EventLog, i: u32| {
             log.append(EventKind::Output {

@@ -81,7 +81,9 @@ pub enum HolderMessage {
     },
 }
 
-/// What the holder knows about the live process.
+/// What the holder knows about the live process: the facts a client's `send`, `signal` and
+/// `snapshot` are answered from. Fields added after the first version of the protocol default
+/// to "unknown" when an older holder leaves them out.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HolderStatus {
     pub holder_pid: u32,
@@ -93,6 +95,19 @@ pub struct HolderStatus {
     pub cwd: Option<String>,
     pub last_seq: Seq,
     pub exited: bool,
+    /// A process of the foreground group is blocked reading the terminal (or waiting on it
+    /// with poll/select).
+    #[serde(default)]
+    pub is_reading: bool,
+    /// The terminal is in canonical (line) mode.
+    #[serde(default)]
+    pub is_canonical: bool,
+    /// The terminal echoes what is typed (canonical without echo: a password prompt).
+    #[serde(default)]
+    pub is_echo: bool,
+    /// Processes of the terminal, the program and everything it started.
+    #[serde(default)]
+    pub process_count: Option<u32>,
 }
 
 /// One line from a holder: an event of the log, or a control message.

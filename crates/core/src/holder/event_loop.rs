@@ -12,9 +12,11 @@ use ptyhub_protocol::holder::{
     HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_VERSION, HolderMessage, HolderRequest, HolderStatus,
 };
 
+use rustix::process::Signal;
+
 use super::HolderSpec;
-use super::log::EventLog;
 use super::pty;
+use crate::event_log::EventLog;
 use crate::process;
 use crate::state_dir::{self, TerminalMeta, TerminalState};
 
@@ -189,10 +191,7 @@ impl Holder {
         if n == 0 && self.has_heap_activity {
             // Idle: hand the buffers of the last burst back to the system, so an idle holder
             // stays small (one per terminal).
-            // SAFETY: malloc_trim only releases free heap memory.
-            unsafe {
-                libc::malloc_trim(0);
-            }
+            crate::memory::trim_heap();
             self.has_heap_activity = false;
         }
         if fds[0].revents != 0 {
@@ -270,7 +269,7 @@ impl Holder {
                         since: Instant::now(),
                         killed: false,
                     };
-                    self.signal_remaining(libc::SIGHUP);
+                    self.signal_remaining(Signal::HUP);
                 }
             }
         }
@@ -283,18 +282,16 @@ impl Holder {
                 since: Instant::now(),
                 killed: false,
             };
-            self.signal_remaining(libc::SIGHUP);
+            self.signal_remaining(Signal::HUP);
         }
     }
 
-    fn signal_remaining(&self, signal: i32) {
+    fn signal_remaining(&self, signal: Signal) {
         for pid in process::descendants(std::process::id()) {
-            // SAFETY: kill(2) on a pid read from /proc; a vanished pid only yields ESRCH.
-            unsafe {
-                libc::kill(pid as i32, signal);
-                if signal == libc::SIGHUP {
-                    libc::kill(pid as i32, libc::SIGCONT);
-                }
+            process::kill(pid, signal);
+            if signal == Signal::HUP {
+                // A stopped process must run to see its hangup.
+                process::kill(pid, Signal::CONT);
             }
         }
     }
@@ -311,7 +308,7 @@ impl Holder {
         if self.child_status.is_some() && remaining.is_empty() {
             self.finish();
         } else if !killed && since.elapsed() >= END_GRACE {
-            self.signal_remaining(libc::SIGKILL);
+            self.signal_remaining(Signal::KILL);
             self.phase = Phase::Ending {
                 since,
                 killed: true,
@@ -536,32 +533,49 @@ impl Holder {
                 error: Some("the terminal has no foreground process group".to_owned()),
             };
         };
-        if !(1..=64).contains(&signal) {
+        let Some(number) = rustix::process::Signal::from_named_raw(signal) else {
             return HolderMessage::Signaled {
                 pgid: Some(pgid),
                 program: None,
                 error: Some(format!("invalid signal {signal}")),
             };
-        }
-        // SAFETY: killpg on the PTY's own foreground group with a validated signal number.
-        let rc = unsafe { libc::killpg(pgid as i32, signal) };
+        };
+        // Named before the signal: the program may be gone right after it.
+        let program = process::comm(pgid);
+        let sent = process::kill_group(pgid, number);
         HolderMessage::Signaled {
             pgid: Some(pgid),
-            program: process::comm(pgid),
-            error: (rc != 0).then(|| io::Error::last_os_error().to_string()),
+            program,
+            error: sent.err().map(|e| e.to_string()),
         }
     }
 
     fn status(&self) -> HolderStatus {
-        let foreground_pgid = self.foreground_pgid();
+        let is_running = self.child_status.is_none() && self.master.is_some();
+        let (foreground, process_count) = if is_running {
+            process::terminal_facts(std::process::id(), self.child)
+        } else {
+            (None, process::descendants(std::process::id()).len())
+        };
+        let foreground_pgid = foreground
+            .as_ref()
+            .map(|f| f.pgid)
+            .or_else(|| self.foreground_pgid());
         HolderStatus {
             holder_pid: std::process::id(),
             child_pid: Some(self.child),
             foreground_pgid,
-            foreground_program: foreground_pgid.and_then(process::comm),
+            foreground_program: match &foreground {
+                Some(f) => f.program.clone(),
+                None => foreground_pgid.and_then(process::comm),
+            },
             cwd: Some(self.meta.cwd.clone()),
             last_seq: self.log.last_seq(),
             exited: self.child_status.is_some(),
+            is_reading: foreground.as_ref().is_some_and(|f| f.is_reading),
+            is_canonical: foreground.as_ref().is_some_and(|f| f.is_canonical),
+            is_echo: foreground.as_ref().is_some_and(|f| f.is_echo),
+            process_count: u32::try_from(process_count).ok(),
         }
     }
 

@@ -15,11 +15,11 @@
 //!    terminal is ended, a `process.exit` event and the `exited` state are written, subscribers
 //!    are flushed, and the holder exits.
 //!
-//! The server side of the link is in [`launch`] (starting a holder) and `terminal::link`.
+//! The server side of the link is the native backend ([`crate::backend::native`]), which
+//! starts holders with [`launch`].
 
 mod event_loop;
 pub mod launch;
-pub mod log;
 mod pty;
 
 use std::io::{self, BufRead, Write};
@@ -47,7 +47,7 @@ pub struct HolderSpec {
 }
 
 fn default_event_log_keep() -> u64 {
-    log::EVENT_LOG_KEEP_BYTES
+    crate::event_log::EVENT_LOG_KEEP_BYTES
 }
 
 /// The one line a holder prints on stdout once it serves (or failed to start).

@@ -17,7 +17,7 @@
 //! which applies the mode's rights.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,7 @@ use ptyhub_protocol::event::{Event, EventKind, Seq};
 use tokio::sync::{Notify, watch};
 
 use super::TerminalHandle;
-use crate::holder::log::LogReader;
+use crate::event_log::{LogReader, TerminalLog};
 
 /// Output kept in memory for live connections (while any is connected). A connection further
 /// behind than this counts as lagging and reads the log instead; the memory is bounded in
@@ -360,7 +360,7 @@ enum Phase {
 pub struct Connection {
     hub: Arc<Hub>,
     handle: TerminalHandle,
-    dir: PathBuf,
+    log: TerminalLog,
     id: u64,
     mode: LiveMode,
     replaced: Option<watch::Receiver<bool>>,
@@ -463,7 +463,7 @@ impl TerminalHandle {
         let mut connection = Connection {
             hub,
             handle: self.clone(),
-            dir: probe.dir.clone(),
+            log: probe.log.clone(),
             id,
             mode: options.mode,
             replaced,
@@ -479,7 +479,7 @@ impl TerminalHandle {
                 connection.last = from;
                 connection.is_cutting_first_line =
                     options.since_seq.is_none() && from > Seq::ZERO && from < now;
-                let mut reader = LogReader::new(&probe.dir, from);
+                let mut reader = probe.log.reader(from);
                 if options.since_seq.is_some() {
                     check_not_expired(&mut reader, from, &mut connection.events)?;
                 }
@@ -487,7 +487,7 @@ impl TerminalHandle {
             }
             None => {
                 connection.phase = Phase::CatchUp {
-                    reader: LogReader::new(&probe.dir, now),
+                    reader: probe.log.reader(now),
                 }
             }
         }
@@ -593,7 +593,7 @@ impl Connection {
                                 // The catch-up also ends a connection to an exited terminal
                                 // (with its `exit`) once the log is read.
                                 self.phase = Phase::CatchUp {
-                                    reader: LogReader::new(&self.dir, self.last),
+                                    reader: self.log.reader(self.last),
                                 };
                             }
                         }
@@ -652,7 +652,7 @@ impl Connection {
                         Recent::Lagged => {
                             self.pending.push_back(LiveFrame::Lagged { seq: self.last });
                             self.phase = Phase::CatchUp {
-                                reader: LogReader::new(&self.dir, self.last),
+                                reader: self.log.reader(self.last),
                             };
                         }
                     }

@@ -15,31 +15,33 @@
 //!    (`hard_timeout`, `no_change_timeout`) are the actor's own timers.
 
 pub mod jobs;
-mod link;
 pub mod live;
 pub mod observe;
 pub mod send;
 pub mod signal;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use ptyhub_protocol::api::{
     CommandResult, CommandStatus, ScreenResponse, TerminalInfo, TerminalState,
 };
 use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::event::{EventKind, Seq};
-use ptyhub_protocol::holder::{HolderLine, HolderMessage, HolderRequest};
+use ptyhub_protocol::holder::{HolderLine, HolderMessage, HolderRequest, HolderStatus};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 
-use crate::holder::log::LogReader;
+use crate::backend::{Backend, LineStream, RequestSink, TerminalLog};
 use crate::queries::{Query, QueryScanner};
 use crate::screen_worker::SharedScreen;
 use crate::shell::ShellKind;
 use crate::state_dir::{self, TerminalMeta};
 use crate::tracker::{CommandTracker, ShellPhase, TrackerEvent};
-pub use link::{HolderLines, HolderLink};
 use live::LiveEvent;
 
 /// Requests queued per terminal; senders wait when it is full.
@@ -54,8 +56,8 @@ const PASTE_WAIT: Duration = Duration::from_secs(2);
 const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
 /// How long a close waits for the holder to record the exit.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Signals that must never reach the shell itself when escalating an interrupt.
-const SIGKILL: i32 = 9;
+/// The signal that ends a command that ignored ^C (the shell itself is spared).
+const ESCALATION_SIGNAL: rustix::process::Signal = rustix::process::Signal::KILL;
 
 /// What exec asks of the actor.
 #[derive(Clone, Debug, Default)]
@@ -81,6 +83,50 @@ enum Request {
     Job(u64, oneshot::Sender<Option<JobView>>),
     /// Interrupt the running command (`id` or whichever runs) as a cancel.
     Cancel(Option<u64>, oneshot::Sender<Result<u64, ApiError>>),
+    /// The process facts, from the backend.
+    Foreground(oneshot::Sender<Option<Foreground>>),
+    /// A signal (its number) for the foreground process group.
+    Signal(i32, oneshot::Sender<Result<Signaled, ApiError>>),
+}
+
+/// What the terminal's foreground process group is doing, as its backend reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Foreground {
+    pub pgid: u32,
+    /// The group leader's program name.
+    pub program: Option<String>,
+    /// A process of the group is blocked reading the terminal.
+    pub is_reading: bool,
+    /// The terminal is in line mode without echo: a password prompt.
+    pub is_password: bool,
+    /// The group is the shell's own (no program runs in the foreground).
+    pub is_shell: bool,
+    /// Processes of the terminal (the program and everything it started), when known.
+    pub process_count: Option<u32>,
+}
+
+impl Foreground {
+    /// The facts of a running terminal's status (`None` once its program exited).
+    fn from_status(status: HolderStatus) -> Option<Self> {
+        let pgid = status.foreground_pgid.filter(|_| !status.exited)?;
+        Some(Self {
+            pgid,
+            program: status.foreground_program,
+            is_reading: status.is_reading,
+            is_password: status.is_canonical && !status.is_echo,
+            is_shell: status.child_pid == Some(pgid),
+            process_count: status.process_count,
+        })
+    }
+}
+
+/// Which group a signal reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signaled {
+    pub pgid: u32,
+    pub program: Option<String>,
+    /// The group was the shell's own.
+    pub is_shell: bool,
 }
 
 /// A command as jobs see it.
@@ -95,15 +141,15 @@ pub struct JobView {
 /// Finished commands whose results stay available by id.
 const FINISHED_KEPT: usize = 100;
 
-/// Process facts about a terminal, for code that inspects it from outside (`send`).
+/// What code outside the actor needs to know of a terminal's lifecycle (`send`, `observe`,
+/// live connections), and where its history is read.
 #[derive(Clone, Debug)]
 pub struct Probe {
-    pub pid: Option<u32>,
     pub is_exited: bool,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub state: TerminalState,
-    pub dir: PathBuf,
+    pub log: TerminalLog,
     pub id: String,
 }
 
@@ -119,13 +165,13 @@ pub struct TerminalHandle {
 }
 
 impl TerminalHandle {
-    /// Starts the actor for a terminal directory. With a socket, it follows the live holder;
-    /// without one (or if the holder is gone), it replays the log file.
-    pub fn spawn(dir: PathBuf, meta: TerminalMeta) -> Self {
+    /// Starts the actor for a terminal directory. A running terminal is followed live through
+    /// its backend; one that is not (or whose host is gone) is replayed from its log.
+    pub fn spawn(dir: PathBuf, meta: TerminalMeta, backend: Arc<dyn Backend>) -> Self {
         let (tx, rx) = mpsc::channel(REQUESTS_QUEUED);
         let (seq_tx, seq) = watch::channel(Seq::ZERO);
         let live = std::sync::Arc::new(live::Hub::default());
-        let actor = Actor::new(dir, meta, seq_tx, std::sync::Arc::clone(&live));
+        let actor = Actor::new(dir, meta, backend, seq_tx, std::sync::Arc::clone(&live));
         tokio::spawn(actor.run(rx));
         Self {
             tx,
@@ -205,6 +251,17 @@ impl TerminalHandle {
         self.ask(Request::Probe).await
     }
 
+    /// What the foreground process group is doing now, from the backend (`None` once the
+    /// program exited or its host is gone).
+    pub async fn foreground(&self) -> Result<Option<Foreground>, ApiError> {
+        self.ask(Request::Foreground).await
+    }
+
+    /// Sends signal `number` to the foreground process group.
+    pub async fn signal_foreground(&self, number: i32) -> Result<Signaled, ApiError> {
+        self.ask(|reply| Request::Signal(number, reply)).await?
+    }
+
     /// The exclusive right to `send`, or `BUSY`.
     pub fn try_send_lock(&self) -> Result<tokio::sync::OwnedMutexGuard<()>, ApiError> {
         self.send_lock.clone().try_lock_owned().map_err(|_| {
@@ -253,13 +310,15 @@ struct CommandTimers {
 struct Actor {
     dir: PathBuf,
     meta: TerminalMeta,
+    backend: Arc<dyn Backend>,
+    log: TerminalLog,
     kind: ShellKind,
     screen: SharedScreen,
     tracker: CommandTracker,
     last_seq: Seq,
     seq_tx: watch::Sender<Seq>,
-    link: Option<HolderLink>,
-    lines: Option<HolderLines>,
+    link: Option<Box<dyn RequestSink>>,
+    lines: Option<Box<dyn LineStream>>,
     is_exited: bool,
     pending_exec: Option<PendingExec>,
     waiters: Vec<(u64, oneshot::Sender<CommandResult>)>,
@@ -277,6 +336,10 @@ struct Actor {
     /// Input requests sent to the holder and not yet answered, in order; `Some` when a client
     /// waits for the answer.
     input_acks: VecDeque<Option<oneshot::Sender<Result<(), ApiError>>>>,
+    /// Status requests sent to the backend and not yet answered, in order.
+    status_acks: VecDeque<oneshot::Sender<Option<Foreground>>>,
+    /// Signal requests sent and not yet answered, in order; `Some` when a client waits.
+    signal_acks: VecDeque<Option<oneshot::Sender<Result<Signaled, ApiError>>>>,
     /// The last finished commands' results, by id (oldest first).
     finished: VecDeque<(u64, CommandResult)>,
     /// Commands a client asked to cancel.
@@ -291,12 +354,16 @@ impl Actor {
     fn new(
         dir: PathBuf,
         meta: TerminalMeta,
+        backend: Arc<dyn Backend>,
         seq_tx: watch::Sender<Seq>,
         live: std::sync::Arc<live::Hub>,
     ) -> Self {
+        let log = backend.log(&dir);
         Self {
             kind: ShellKind::parse(&meta.shell),
-            screen: SharedScreen::new(&dir, meta.cols, meta.rows),
+            screen: SharedScreen::new(&log, meta.cols, meta.rows),
+            backend,
+            log,
             tracker: CommandTracker::new(&meta.integration_nonce),
             dir,
             last_activity: meta.created_at,
@@ -315,6 +382,8 @@ impl Actor {
             has_typed_input: true,
             replay_until: None,
             input_acks: VecDeque::new(),
+            status_acks: VecDeque::new(),
+            signal_acks: VecDeque::new(),
             finished: VecDeque::new(),
             cancelled: std::collections::HashSet::new(),
             live,
@@ -346,10 +415,10 @@ impl Actor {
     /// Connects to the live holder, or replays the log of a terminal without one.
     async fn attach(&mut self) {
         if self.meta.state == TerminalState::Running && !self.meta.closed {
-            match HolderLink::connect(std::path::Path::new(&self.meta.socket), Seq::ZERO).await {
-                Ok((link, lines)) => {
-                    self.link = Some(link);
-                    self.lines = Some(lines);
+            match self.backend.connect(&self.meta, Seq::ZERO).await {
+                Ok(link) => {
+                    self.link = Some(link.requests);
+                    self.lines = Some(link.lines);
                     return;
                 }
                 Err(error) => {
@@ -363,7 +432,7 @@ impl Actor {
 
     /// Applies what the log holds after the last event applied, a step at a time.
     fn replay_file(&mut self) {
-        let mut reader = LogReader::new(&self.dir, self.last_seq);
+        let mut reader = self.log.reader(self.last_seq);
         let mut events = Vec::new();
         loop {
             match reader.read(REPLAY_STEP_BYTES, &mut events) {
@@ -402,6 +471,12 @@ impl Actor {
         for ack in self.input_acks.drain(..).flatten() {
             let _ = ack.send(Err(not_running(&self.meta)));
         }
+        for ack in self.status_acks.drain(..) {
+            let _ = ack.send(None);
+        }
+        for ack in self.signal_acks.drain(..).flatten() {
+            let _ = ack.send(Err(not_running(&self.meta)));
+        }
         if let Ok(meta) = state_dir::read_meta(&self.dir) {
             self.meta.state = meta.state;
             self.meta.cwd = meta.cwd;
@@ -434,10 +509,34 @@ impl Actor {
                     let _ = ack.send(outcome);
                 }
             }
+            HolderLine::Message(HolderMessage::Status(status)) => {
+                if let Some(ack) = self.status_acks.pop_front() {
+                    let _ = ack.send(Foreground::from_status(status));
+                }
+            }
+            HolderLine::Message(HolderMessage::Signaled {
+                pgid,
+                program,
+                error,
+            }) => {
+                if let Some(Some(ack)) = self.signal_acks.pop_front() {
+                    let outcome = match (pgid, error) {
+                        (Some(pgid), None) => Ok(Signaled {
+                            pgid,
+                            program,
+                            is_shell: self.meta.pid == Some(pgid),
+                        }),
+                        (None, _) => Err(not_running(&self.meta)),
+                        (Some(_), Some(error)) => Err(ApiError::internal(format!(
+                            "cannot signal the foreground group: {error}"
+                        ))),
+                    };
+                    let _ = ack.send(outcome);
+                }
+            }
             HolderLine::Message(HolderMessage::Error { message }) => {
                 tracing::warn!(id = %self.meta.id, %message, "holder error");
             }
-            HolderLine::Message(_) => {}
         }
         if !self.query_answers.is_empty() {
             let answers = std::mem::take(&mut self.query_answers);
@@ -607,6 +706,34 @@ impl Actor {
                 };
                 let _ = reply.send(outcome);
             }
+            Request::Foreground(reply) => {
+                let sent = match self.link.as_mut() {
+                    Some(link) if !self.is_exited => link.send(&HolderRequest::Status).await.ok(),
+                    _ => None,
+                };
+                match sent {
+                    Some(()) => self.status_acks.push_back(reply),
+                    None => {
+                        let _ = reply.send(None);
+                    }
+                }
+            }
+            Request::Signal(signal, reply) => {
+                let request = HolderRequest::Signal {
+                    signal,
+                    spare_pgid: None,
+                };
+                let sent = match self.link.as_mut() {
+                    Some(link) if !self.is_exited => link.send(&request).await.ok(),
+                    _ => None,
+                };
+                match sent {
+                    Some(()) => self.signal_acks.push_back(Some(reply)),
+                    None => {
+                        let _ = reply.send(Err(not_running(&self.meta)));
+                    }
+                }
+            }
             Request::Close(reply) => self.close(reply).await,
             Request::Job(id, reply) => {
                 let _ = reply.send(self.job_view(id));
@@ -631,12 +758,11 @@ impl Actor {
             }
             Request::Probe(reply) => {
                 let _ = reply.send(Probe {
-                    pid: self.meta.pid,
                     is_exited: self.is_exited,
                     exit_code: self.meta.exit_code,
                     signal: self.meta.signal,
                     state: self.meta.state,
-                    dir: self.dir.clone(),
+                    log: self.log.clone(),
                     id: self.meta.id.to_string(),
                 });
             }
@@ -713,9 +839,14 @@ impl Actor {
         ack: Option<oneshot::Sender<Result<(), ApiError>>>,
     ) -> Result<(), ApiError> {
         let sent = match self.link.as_mut() {
-            Some(link) if !self.is_exited => link.input(data).await.map_err(|e| {
-                ApiError::new(ErrorCode::SessionNotRunning, format!("holder link: {e}"))
-            }),
+            Some(link) if !self.is_exited => link
+                .send(&HolderRequest::Input {
+                    data: data.to_vec(),
+                })
+                .await
+                .map_err(|e| {
+                    ApiError::new(ErrorCode::SessionNotRunning, format!("holder link: {e}"))
+                }),
             _ => Err(not_running(&self.meta)),
         };
         match &sent {
@@ -757,11 +888,8 @@ impl Actor {
         self.close_started = None;
         // A closed terminal keeps its history on disk only: drop what memory held of it.
         self.tracker.forget_output();
-        self.screen = SharedScreen::new(&self.dir, 1, 1);
-        // SAFETY: malloc_trim only hands free heap memory back to the system.
-        unsafe {
-            libc::malloc_trim(0);
-        }
+        self.screen = SharedScreen::new(&self.log, 1, 1);
+        crate::memory::trim_heap();
         for reply in self.closers.drain(..) {
             let _ = reply.send(Ok(self.meta.clone()));
         }
@@ -800,19 +928,9 @@ impl Actor {
             .close_started
             .is_some_and(|at| now >= at + CLOSE_TIMEOUT)
         {
-            // The holder did not end in time: end it and everything under it.
+            // The host did not end in time: end it and everything under it.
             self.close_started = None;
-            if let Some(holder) = self.meta.holder_pid {
-                for pid in crate::process::descendants(holder)
-                    .into_iter()
-                    .chain([holder])
-                {
-                    // SAFETY: kill(2) with a pid read from /proc; a stale pid yields ESRCH.
-                    unsafe {
-                        libc::kill(pid as i32, libc::SIGKILL);
-                    }
-                }
-            }
+            self.backend.kill(&self.meta);
             self.holder_gone().await;
         }
         if let Some(pending) = self
@@ -839,12 +957,13 @@ impl Actor {
                 self.timers.killed_at = Some(now);
                 let spare = self.meta.pid;
                 if let Some(link) = self.link.as_mut() {
-                    let _ = link
-                        .send(&HolderRequest::Signal {
-                            signal: SIGKILL,
-                            spare_pgid: spare,
-                        })
-                        .await;
+                    let request = HolderRequest::Signal {
+                        signal: ESCALATION_SIGNAL.as_raw(),
+                        spare_pgid: spare,
+                    };
+                    if link.send(&request).await.is_ok() {
+                        self.signal_acks.push_back(None);
+                    }
                 }
             }
         } else if t.hard_deadline.is_some_and(|d| now >= d) {
@@ -941,7 +1060,7 @@ fn not_running(meta: &TerminalMeta) -> ApiError {
     )
 }
 
-async fn recv_line(lines: &mut Option<HolderLines>) -> Option<HolderLine> {
+async fn recv_line(lines: &mut Option<Box<dyn LineStream>>) -> Option<HolderLine> {
     match lines {
         Some(lines) => lines.next().await,
         None => std::future::pending().await,
@@ -950,7 +1069,7 @@ async fn recv_line(lines: &mut Option<HolderLines>) -> Option<HolderLine> {
 
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
+        Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

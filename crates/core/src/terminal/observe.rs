@@ -10,9 +10,7 @@ use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::event::{Event, EventKind, Seq};
 
 use super::TerminalHandle;
-use crate::holder::log::{LogReader, oldest_seq};
 use crate::plain_text::PlainText;
-use crate::process;
 use crate::terminal::send::SEND_OUTPUT_MAX_CHARS;
 
 /// Most lines one scrollback page returns.
@@ -46,11 +44,7 @@ fn decode_cursor(cursor: &str, id: &str) -> Result<Seq, ApiError> {
 
 pub async fn snapshot(handle: &TerminalHandle) -> Result<(Snapshot, String, Seq), ApiError> {
     let screen = handle.screen().await?;
-    let probe = handle.probe().await?;
-    let foreground = probe
-        .pid
-        .filter(|_| !probe.is_exited)
-        .and_then(process::foreground);
+    let foreground = handle.foreground().await?;
     let snapshot = Snapshot {
         screen: screen.screen,
         cols: screen.cols,
@@ -94,7 +88,9 @@ pub async fn observe(
     };
     let cannot_read =
         |e: std::io::Error| ApiError::internal(format!("cannot read the event log: {e}"));
-    if oldest_seq(&probe.dir)
+    if probe
+        .log
+        .oldest_seq()
         .map_err(cannot_read)?
         .is_some_and(|oldest| after.next() < oldest)
     {
@@ -102,7 +98,7 @@ pub async fn observe(
     }
     let mut text = PlainText::new();
     let mut first = None;
-    let mut reader = LogReader::new(&probe.dir, after);
+    let mut reader = probe.log.reader(after);
     while reader
         .read_lines(DELTA_READ_BYTES, Some(now), &mut |seq, line| {
             first.get_or_insert(seq);

@@ -1,5 +1,6 @@
-//! `send` (seed 002): type text, then return when the terminal needs something, with the
-//! reason — read from the kernel, not guessed from silence where the kernel can tell:
+//! `send`: type text, then return when the terminal needs something, with the reason — read
+//! from the kernel by the terminal's backend, not guessed from silence where the kernel can
+//! tell:
 //! 1. `session_exit` — the terminal's program ended;
 //! 2. `stdin_read` — once output has settled, a process of the foreground group is blocked
 //!    reading the terminal (the shell at its prompt, a REPL, `read`, a `[Y/n]` question; a
@@ -17,9 +18,8 @@ use ptyhub_protocol::event::{EventKind, Seq};
 use tokio::time::Instant;
 
 use super::TerminalHandle;
-use crate::holder::log::read_events;
+use crate::backend::TerminalLog;
 use crate::plain_text::PlainText;
-use crate::process;
 
 /// How often the terminal's state is looked at while waiting.
 const POLL_EVERY: Duration = Duration::from_millis(25);
@@ -64,8 +64,13 @@ pub async fn send(handle: &TerminalHandle, request: SendRequest) -> Result<SendR
         }
         let now = Instant::now();
         let quiet = now - last_output;
-        let foreground = probe.pid.and_then(process::foreground);
-        let is_reading = foreground.as_ref().is_some_and(|f| f.is_reading);
+        // The process facts only matter once output is quiet: while it flows, nobody waits.
+        let is_reading = if quiet >= SETTLE.min(request.idle_window) {
+            let foreground = handle.foreground().await?;
+            foreground.as_ref().is_some_and(|f| f.is_reading)
+        } else {
+            false
+        };
         if quiet >= SETTLE && now - started >= SETTLE && is_reading {
             break WaitReason::StdinRead;
         }
@@ -81,11 +86,12 @@ pub async fn send(handle: &TerminalHandle, request: SendRequest) -> Result<SendR
         }
     };
     let probe = handle.probe().await?;
-    let foreground = probe
-        .pid
-        .filter(|_| !probe.is_exited)
-        .and_then(process::foreground);
-    let (output, truncated) = output_since(&probe.dir, start_seq);
+    let foreground = if probe.is_exited {
+        None
+    } else {
+        handle.foreground().await?
+    };
+    let (output, truncated) = output_since(&probe.log, start_seq);
     Ok(SendResponse {
         session_id: probe.id,
         wait_reason: reason,
@@ -101,9 +107,9 @@ pub async fn send(handle: &TerminalHandle, request: SendRequest) -> Result<SendR
 }
 
 /// The clean text of the output after `after`, and whether its front was dropped.
-fn output_since(dir: &std::path::Path, after: Seq) -> (String, bool) {
+fn output_since(log: &TerminalLog, after: Seq) -> (String, bool) {
     let mut text = PlainText::new();
-    let _ = read_events(dir, after, |event| {
+    let _ = log.read_events(after, |event| {
         if let EventKind::Output { data } = event.kind {
             text.feed(&data);
         }

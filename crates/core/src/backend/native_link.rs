@@ -1,5 +1,5 @@
-//! The server's connection to one holder: a writer for requests and a cancel-safe reader of
-//! the holder's lines ([`HolderLine`]).
+//! The native backend's connection to one holder: a writer for requests and a cancel-safe
+//! reader of the holder's lines ([`HolderLine`]).
 
 use std::path::Path;
 
@@ -10,6 +10,8 @@ use ptyhub_protocol::holder::{
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+use super::{BoxFuture, LineStream, RequestSink};
 
 /// Bytes read from the holder at a time.
 const READ_BUFFER_BYTES: usize = 256 * 1024;
@@ -74,12 +76,16 @@ impl HolderLink {
         line.push(b'\n');
         self.writer.write_all(&line).await
     }
+}
 
-    /// Writes bytes to the PTY (one request: the holder answers it with one `input_result`).
-    pub async fn input(&mut self, data: &[u8]) -> std::io::Result<()> {
-        self.send(&HolderRequest::Input {
-            data: data.to_vec(),
-        })
-        .await
+impl RequestSink for HolderLink {
+    fn send<'a>(&'a mut self, request: &'a HolderRequest) -> BoxFuture<'a, std::io::Result<()>> {
+        Box::pin(HolderLink::send(self, request))
+    }
+}
+
+impl LineStream for HolderLines {
+    fn next(&mut self) -> BoxFuture<'_, Option<HolderLine>> {
+        Box::pin(HolderLines::next(self))
     }
 }

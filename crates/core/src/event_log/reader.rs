@@ -35,6 +35,45 @@ const LOOKUP_ATTEMPTS: usize = 16;
 /// Events [`read_events`] reads at a time.
 const READ_EVENTS_STEP_BYTES: usize = 1024 * 1024;
 
+/// Where one terminal's event log is kept: the one way code other than the holder reads a
+/// terminal's history. A backend hands it out ([`crate::backend::Backend::log`]), so nothing
+/// opens a terminal's log files by itself; cheap to clone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TerminalLog {
+    dir: PathBuf,
+}
+
+impl TerminalLog {
+    /// The log kept in the terminal directory `dir` (segments `events*.jsonl`).
+    pub fn in_dir(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// A reader that returns the events after `after`, from the oldest kept one if `after`
+    /// is older.
+    pub fn reader(&self, after: Seq) -> LogReader {
+        LogReader::new(&self.dir, after)
+    }
+
+    /// The `seq` of the oldest event kept (`None` when none is). A cursor before it expired.
+    pub fn oldest_seq(&self) -> io::Result<Option<Seq>> {
+        oldest_seq(&self.dir)
+    }
+
+    /// The `seq` of the newest event written (`None` when none is).
+    pub fn newest_seq(&self) -> io::Result<Option<Seq>> {
+        newest_seq(&self.dir)
+    }
+
+    /// Every event after `after`, in `seq` order, up to the newest one written by the time
+    /// the reading gets there.
+    pub fn read_events(&self, after: Seq, each: impl FnMut(Event)) -> io::Result<()> {
+        read_events(&self.dir, after, each)
+    }
+}
+
 /// A reader of a terminal's event log from its own position, for readers other than the
 /// holder (the server's replay, live connections catching up). It reads whole lines only, so
 /// it may run while the holder appends and rotates.
@@ -55,7 +94,7 @@ struct OpenSegment {
 
 impl LogReader {
     /// A reader of the log in the terminal directory `dir` that returns events after `after`.
-    pub fn new(dir: &Path, after: Seq) -> Self {
+    pub(crate) fn new(dir: &Path, after: Seq) -> Self {
         Self {
             dir: dir.to_path_buf(),
             segment: None,
@@ -294,7 +333,7 @@ fn last_seq_of(file: &File) -> io::Result<Option<Seq>> {
 
 /// The `seq` of the oldest event the log of the terminal directory `dir` keeps (`None` when
 /// it keeps none). A cursor before it has expired.
-pub fn oldest_seq(dir: &Path) -> io::Result<Option<Seq>> {
+pub(crate) fn oldest_seq(dir: &Path) -> io::Result<Option<Seq>> {
     for _ in 0..LOOKUP_ATTEMPTS {
         if let Some((first, _)) = list_segments(dir)?.first() {
             return Ok(Some(*first));
@@ -314,7 +353,7 @@ pub fn oldest_seq(dir: &Path) -> io::Result<Option<Seq>> {
 
 /// The `seq` of the newest event in the log of the terminal directory `dir` (`None` when it
 /// keeps none).
-pub fn newest_seq(dir: &Path) -> io::Result<Option<Seq>> {
+pub(crate) fn newest_seq(dir: &Path) -> io::Result<Option<Seq>> {
     for _ in 0..LOOKUP_ATTEMPTS {
         if let Some(file) = open_if_exists(&dir.join(EVENTS_FILE))?
             && let Some(last) = last_seq_of(&file)?
@@ -334,7 +373,7 @@ pub fn newest_seq(dir: &Path) -> io::Result<Option<Seq>> {
 
 /// Reads every event after `after` in the log of the terminal directory `dir`, in `seq` order,
 /// up to the newest one written by the time the reading gets there.
-pub fn read_events(dir: &Path, after: Seq, mut each: impl FnMut(Event)) -> io::Result<()> {
+pub(crate) fn read_events(dir: &Path, after: Seq, mut each: impl FnMut(Event)) -> io::Result<()> {
     let mut reader = LogReader::new(dir, after);
     let mut events = Vec::new();
     while reader.read(READ_EVENTS_STEP_BYTES, &mut events)? > 0 {

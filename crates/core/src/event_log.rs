@@ -1,5 +1,6 @@
 //! The append-only event log of a terminal as the holder writes and re-reads it, bounded by
-//! rotation; readers other than the holder use [`LogReader`] and the functions beside it.
+//! rotation; readers other than the holder go through a [`TerminalLog`] (its [`LogReader`]s
+//! follow rotations).
 //!
 //! The log is a directory of segments: the active `events.jsonl`, which the holder appends to,
 //! and rotated segments `events.<first seq>.jsonl` (the `seq` of their first event, zero-padded
@@ -30,7 +31,9 @@ use std::path::{Path, PathBuf};
 
 use ptyhub_protocol::event::{Event, EventKind, Seq, now_ts};
 
-pub use reader::{LogReader, newest_seq, oldest_seq, read_events};
+pub use reader::{LogReader, TerminalLog};
+#[cfg(test)]
+pub(crate) use reader::{newest_seq, oldest_seq, read_events};
 
 use crate::state_dir::EVENTS_FILE;
 

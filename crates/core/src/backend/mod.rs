@@ -1,0 +1,97 @@
+//! The seam between a terminal's actor and whatever hosts the terminal: its PTY, its process
+//! tree and its event log.
+//!
+//! The actor ([`crate::terminal`]) does everything through a [`Backend`]: it launches a
+//! terminal, connects to it (a [`RequestSink`] for requests and a cancel-safe [`LineStream`]
+//! of the log's events from a `seq` plus control messages), and reads history through the
+//! [`TerminalLog`] the backend hands out. Input, resize, signals to the foreground group, the
+//! process facts (`status`) and ending the whole tree are requests on the link, in the
+//! vocabulary of the holder protocol ([`ptyhub_protocol::holder`]); nothing in the actor reads
+//! `/proc`, sends a signal or opens a log file by itself. A backend whose processes live in
+//! another pid namespace, inside tmux or on another machine is therefore one more
+//! implementation of this trait, not a change to the actor.
+//!
+//! Implementations:
+//! - [`native`]: a holder process per terminal, over its unix socket (the only one today);
+//! - a fake driven by recorded logs, for the actor's unit tests (`fake`, tests only).
+
+#[cfg(test)]
+pub(crate) mod fake;
+pub mod native;
+mod native_link;
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+
+use ptyhub_protocol::api::BackendKind;
+use ptyhub_protocol::event::Seq;
+use ptyhub_protocol::holder::{HolderLine, HolderRequest};
+
+pub use crate::event_log::TerminalLog;
+use crate::holder::HolderSpec;
+use crate::state_dir::TerminalMeta;
+
+/// A boxed future, so backends can be used as trait objects.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Why a terminal could not be started.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct LaunchError {
+    /// What went wrong, for a person.
+    pub reason: String,
+}
+
+impl LaunchError {
+    pub fn new(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// What hosts terminals. One value serves every terminal of its kind; it is shared by the
+/// registry and every actor.
+pub trait Backend: Send + Sync + 'static {
+    /// Which backend this is (`meta.json`, the API and the WebSocket `ready` frame say it).
+    fn kind(&self) -> BackendKind;
+
+    /// Starts the terminal described by `spec`, whose directory already holds its
+    /// `meta.json`; returns once the terminal runs (its `meta.json` then says so).
+    fn launch<'a>(&'a self, spec: &'a HolderSpec) -> BoxFuture<'a, Result<(), LaunchError>>;
+
+    /// Connects to a running terminal and subscribes to its events after `after`.
+    fn connect<'a>(
+        &'a self,
+        meta: &'a TerminalMeta,
+        after: Seq,
+    ) -> BoxFuture<'a, std::io::Result<BackendLink>>;
+
+    /// The event log of the terminal kept in `dir`, to read from any `seq`.
+    fn log(&self, dir: &Path) -> TerminalLog;
+
+    /// Ends every process of a terminal whose host does not answer any more (the last resort
+    /// of a close that did not finish in time).
+    fn kill(&self, meta: &TerminalMeta);
+}
+
+/// A live connection to one terminal's host.
+pub struct BackendLink {
+    pub requests: Box<dyn RequestSink>,
+    pub lines: Box<dyn LineStream>,
+}
+
+/// Where the actor sends its requests (input, resize, signal, status, terminate).
+pub trait RequestSink: Send {
+    /// Sends one request; an error means the host is gone.
+    fn send<'a>(&'a mut self, request: &'a HolderRequest) -> BoxFuture<'a, std::io::Result<()>>;
+}
+
+/// The host's lines: events of the log in `seq` order, then live ones, and control messages
+/// (the answers to requests, in the order of the requests of each kind).
+pub trait LineStream: Send {
+    /// The next line, or `None` once the host is gone. Cancel-safe: a future dropped before
+    /// it is ready loses nothing.
+    fn next(&mut self) -> BoxFuture<'_, Option<HolderLine>>;
+}

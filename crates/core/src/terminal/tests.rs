@@ -1,0 +1,296 @@
+//! The actor against the fake backend: no process is started, time is paused where timers
+//! matter, and every request the actor makes is checked.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ptyhub_protocol::api::CommandStatus;
+use ptyhub_protocol::error::ErrorCode;
+use ptyhub_protocol::holder::{HolderRequest, HolderStatus};
+
+use super::{ExecRequest, TerminalHandle};
+use crate::backend::fake::{FAKE_SHELL_PID, FakeBackend};
+use crate::state_dir;
+
+const NONCE: &str = "n0nce";
+
+fn mark(kind: &str) -> Vec<u8> {
+    format!("\x1b]133;{kind};k={NONCE}\x07").into_bytes()
+}
+
+/// What bash with the integration prints when it is ready for a command.
+fn prompt() -> Vec<u8> {
+    [mark("A"), b"$ ".to_vec(), b"\x1b[?2004h".to_vec()].concat()
+}
+
+/// What bash prints when it runs a command and comes back: the paste is echoed, the editor
+/// closes, `C`, the output, `D` with the exit code, and the next prompt.
+fn run(command: &str, output: &str, exit_code: i32) -> Vec<u8> {
+    [
+        format!("{command}\r\n").into_bytes(),
+        b"\x1b[?2004l".to_vec(),
+        mark("C"),
+        output.as_bytes().to_vec(),
+        mark(&format!("D;{exit_code}")),
+        prompt(),
+    ]
+    .concat()
+}
+
+struct Terminal {
+    _dir: tempfile::TempDir,
+    fake: FakeBackend,
+    handle: TerminalHandle,
+}
+
+/// A running terminal on the fake backend whose log already holds `history`.
+fn start(history: &[&[u8]]) -> Terminal {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let fake = FakeBackend::new(dir.path()).expect("the fake's log");
+    for bytes in history {
+        fake.output(bytes);
+    }
+    let meta = fake.meta(NONCE);
+    state_dir::write_meta(dir.path(), &meta).expect("meta.json");
+    let handle = TerminalHandle::spawn(dir.path().to_path_buf(), meta, Arc::new(fake.clone()));
+    Terminal {
+        _dir: dir,
+        fake,
+        handle,
+    }
+}
+
+fn exec(command: &str) -> ExecRequest {
+    ExecRequest {
+        command: command.to_owned(),
+        ..ExecRequest::default()
+    }
+}
+
+/// Lets the actor handle everything queued.
+async fn settle() {
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+}
+
+fn pasted(command: &str) -> Vec<u8> {
+    [b"\x1b[200~", command.as_bytes(), b"\x1b[201~\r"].concat()
+}
+
+#[tokio::test]
+async fn exec_on_a_new_shell_waits_for_the_prompt_then_submits_once() {
+    let t = start(&[]);
+    let handle = t.handle.clone();
+    let submitted = tokio::spawn(async move { handle.exec(exec("echo hi")).await });
+    settle().await;
+    assert!(
+        t.fake.typed().is_empty(),
+        "nothing is typed before the prompt"
+    );
+    t.fake.output(&prompt());
+    let id = submitted.await.expect("the exec task").expect("submitted");
+    let typed = t.fake.typed();
+    assert_eq!(typed.len(), 1, "typed once: {typed:?}");
+    assert!(typed[0].ends_with(&pasted("echo hi")), "{typed:?}");
+
+    t.fake.output(&run("echo hi", "hi\r\n", 0));
+    let result = t
+        .handle
+        .wait_command(Some(id), Some(Duration::from_secs(5)))
+        .await
+        .expect("a result");
+    assert_eq!(result.status, CommandStatus::Completed);
+    assert_eq!(result.exit_code, Some(0));
+    assert_eq!(result.output.as_deref(), Some("hi"));
+}
+
+#[tokio::test]
+async fn a_second_exec_while_one_runs_is_busy_and_types_nothing() {
+    let t = start(&[&prompt()]);
+    t.handle.exec(exec("sleep 9")).await.expect("submitted");
+    let second = t.handle.exec(exec("echo no")).await;
+    assert_eq!(second.map_err(|e| e.code), Err(ErrorCode::Busy));
+    assert_eq!(t.fake.typed().len(), 1);
+}
+
+#[tokio::test]
+async fn history_is_replayed_before_a_command_is_submitted() {
+    // The log holds a finished command and a prompt: the actor replays it first, so its
+    // exec is not parked and the earlier command is in the console record.
+    let t = start(&[&prompt(), &run("ls", "a b\r\n", 0)]);
+    let id = t.handle.exec(exec("true")).await.expect("submitted");
+    let result = t.handle.command_result(Some(id)).await.expect("a result");
+    assert_eq!(result.status, CommandStatus::Running);
+    assert_eq!(result.console.len(), 1, "{:?}", result.console);
+    assert_eq!(result.console[0].output, "a b");
+    assert_eq!(t.fake.connects(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_change_timeout_presses_ctrl_c_then_kills_then_gives_up() {
+    let t = start(&[&prompt()]);
+    let request = ExecRequest {
+        no_change_timeout: Some(Duration::from_secs(5)),
+        ..exec("sleep 100")
+    };
+    let id = t.handle.exec(request).await.expect("submitted");
+    t.fake.output(
+        &[
+            b"sleep 100\r\n".to_vec(),
+            b"\x1b[?2004l".to_vec(),
+            mark("C"),
+        ]
+        .concat(),
+    );
+    settle().await;
+    tokio::time::sleep(Duration::from_millis(4900)).await;
+    settle().await;
+    assert_eq!(t.fake.typed().len(), 1, "no ^C before the timeout");
+
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    settle().await;
+    assert_eq!(t.fake.typed().last().map(Vec::as_slice), Some(&b"\x03"[..]));
+    assert!(
+        !t.fake
+            .requests()
+            .iter()
+            .any(|r| matches!(r, HolderRequest::Signal { .. }))
+    );
+
+    // The command ignores ^C: after the grace its group is killed, the shell spared.
+    tokio::time::sleep(super::INTERRUPT_GRACE).await;
+    settle().await;
+    let kill = t.fake.requests().into_iter().find_map(|r| match r {
+        HolderRequest::Signal { signal, spare_pgid } => Some((signal, spare_pgid)),
+        _ => None,
+    });
+    assert_eq!(
+        kill,
+        Some((super::ESCALATION_SIGNAL.as_raw(), Some(FAKE_SHELL_PID)))
+    );
+
+    // Nothing ends it: the terminal stops tracking it and is usable again.
+    tokio::time::sleep(super::INTERRUPT_GRACE).await;
+    let result = t
+        .handle
+        .wait_command(Some(id), None)
+        .await
+        .expect("a result");
+    assert_eq!(result.status, CommandStatus::NoChangeTimeout);
+    t.fake.output(&prompt());
+    settle().await;
+    assert!(t.handle.exec(exec("echo again")).await.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn hard_timeout_fires_even_while_output_flows() {
+    let t = start(&[&prompt()]);
+    let request = ExecRequest {
+        hard_timeout: Some(Duration::from_secs(2)),
+        no_change_timeout: Some(Duration::from_secs(60)),
+        ..exec("yes")
+    };
+    let id = t.handle.exec(request).await.expect("submitted");
+    t.fake
+        .output(&[b"yes\r\n".to_vec(), b"\x1b[?2004l".to_vec(), mark("C")].concat());
+    for _ in 0..25 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        t.fake.output(b"y\r\n");
+    }
+    settle().await;
+    assert_eq!(t.fake.typed().last().map(Vec::as_slice), Some(&b"\x03"[..]));
+    // The ^C works: bash reports 130 and comes back; a timed-out command has no exit code.
+    t.fake
+        .output(&[b"^C".to_vec(), mark("D;130"), prompt()].concat());
+    let result = t
+        .handle
+        .wait_command(Some(id), None)
+        .await
+        .expect("a result");
+    assert_eq!(result.status, CommandStatus::HardTimeout);
+    assert_eq!(result.exit_code, None);
+    assert!(
+        t.fake
+            .requests()
+            .iter()
+            .all(|r| !matches!(r, HolderRequest::Signal { .. }))
+    );
+}
+
+#[tokio::test]
+async fn closing_while_a_command_runs_ends_it_and_keeps_the_terminal_closed() {
+    let t = start(&[&prompt()]);
+    let id = t.handle.exec(exec("sleep 100")).await.expect("submitted");
+    t.fake.output(
+        &[
+            b"sleep 100\r\n".to_vec(),
+            b"\x1b[?2004l".to_vec(),
+            mark("C"),
+        ]
+        .concat(),
+    );
+    let meta = t.handle.close().await.expect("closed");
+    assert!(meta.closed);
+    assert!(t.fake.requests().contains(&HolderRequest::Terminate));
+    let result = t
+        .handle
+        .wait_command(Some(id), None)
+        .await
+        .expect("a result");
+    assert_eq!(result.status, CommandStatus::Terminated);
+    let refused = t.handle.exec(exec("echo late")).await;
+    assert_eq!(
+        refused.map_err(|e| e.code),
+        Err(ErrorCode::SessionNotRunning)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_close_the_host_never_finishes_kills_it_after_the_timeout() {
+    let t = start(&[&prompt()]);
+    t.fake.ignore_terminate();
+    let handle = t.handle.clone();
+    let closing = tokio::spawn(async move { handle.close().await });
+    settle().await;
+    assert_eq!(t.fake.kills(), 0);
+    tokio::time::sleep(super::CLOSE_TIMEOUT + Duration::from_millis(10)).await;
+    let meta = closing.await.expect("the close task").expect("closed");
+    assert!(meta.closed);
+    assert_eq!(t.fake.kills(), 1);
+}
+
+#[tokio::test]
+async fn process_facts_and_signals_come_from_the_backend() {
+    let t = start(&[&prompt()]);
+    t.fake.set_status(HolderStatus {
+        child_pid: Some(FAKE_SHELL_PID),
+        foreground_pgid: Some(77),
+        foreground_program: Some("python3".to_owned()),
+        is_reading: true,
+        is_canonical: true,
+        is_echo: false,
+        process_count: Some(3),
+        ..HolderStatus::default()
+    });
+    let facts = t.handle.foreground().await.expect("asked").expect("facts");
+    assert_eq!(facts.pgid, 77);
+    assert_eq!(facts.program.as_deref(), Some("python3"));
+    assert!(facts.is_reading && facts.is_password && !facts.is_shell);
+    assert_eq!(facts.process_count, Some(3));
+
+    let signaled = t.handle.signal_foreground(2).await.expect("signaled");
+    assert_eq!(signaled.pgid, 77);
+    assert!(!signaled.is_shell);
+    assert!(t.fake.requests().contains(&HolderRequest::Signal {
+        signal: 2,
+        spare_pgid: None
+    }));
+
+    // Once the program exited, nothing is asked of the host and a signal is refused.
+    t.fake.exit(Some(0));
+    settle().await;
+    assert_eq!(t.handle.foreground().await.ok().flatten(), None);
+    let refused = t.handle.signal_foreground(2).await.map_err(|e| e.code);
+    assert_eq!(refused, Err(ErrorCode::SessionNotRunning));
+}
