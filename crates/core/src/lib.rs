@@ -8,11 +8,14 @@
 //! - [`plain_text`]: a command's output as clean text (no escape codes);
 //! - [`screen`]: the VT screen (avt) with stateful UTF-8 decoding;
 //! - [`terminal`]: the server-side actor per terminal and its [`terminal::TerminalHandle`];
+//! - [`exec`]: exec, the main use case: its defaults, `exec_dir`, `async`, timeouts,
+//!   truncation, and the submit-and-wait flow every transport only translates;
 //! - [`registry`]: the set of terminals, creation, discovery after a restart, owners;
 //! - [`process`]: facts read from `/proc`;
 //! - [`queries`]: terminal queries in output and their answers in input (one answer reaches
 //!   the program).
 
+pub mod exec;
 pub mod holder;
 pub mod plain_text;
 pub mod process;
