@@ -13,6 +13,8 @@
 //! - [`plain_text`]: a command's output as clean text (no escape codes);
 //! - [`screen`]: the VT screen (avt) with stateful UTF-8 decoding;
 //! - [`terminal`]: the server-side actor per terminal and its [`terminal::TerminalHandle`];
+//! - [`exec`]: exec, the main use case: its defaults, `exec_dir`, `async`, timeouts,
+//!   truncation, and the submit-and-wait flow every transport only translates;
 //! - [`registry`]: the set of terminals, creation, discovery after a restart, owners;
 //! - [`process`]: process facts from `/proc` and signals, for the holder side of the seam;
 //! - [`screen_worker`]: the background thread that brings every screen up to its log;
@@ -21,6 +23,7 @@
 
 pub mod backend;
 pub mod event_log;
+pub mod exec;
 pub mod holder;
 pub mod memory;
 pub mod plain_text;

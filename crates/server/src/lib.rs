@@ -5,6 +5,7 @@
 //! Entry type: [`Server`] — [`Server::bind`] then [`Server::run`] with a shutdown token.
 
 pub mod auth;
+pub mod close;
 pub mod http_error;
 pub mod login;
 pub mod mcp;

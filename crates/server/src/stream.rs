@@ -1,5 +1,6 @@
 //! Server-sent events for exec and view, when the client sends `Accept: text/event-stream`
-//! (seed 000). Shared by v1 and v2.
+//! (seed 000). Shared by v1 and v2. Only the framing is this module's: what exec submits, how
+//! long its caller waits and how its result is shaped are `ptyhub_core::exec`'s.
 //!
 //! Events, in order:
 //! - `output` — `{"session_id", "output"}` with the text the command printed since the last
@@ -14,6 +15,7 @@ use std::time::Duration;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use ptyhub_core::exec::Submitted;
 use ptyhub_core::terminal::TerminalHandle;
 use ptyhub_protocol::api::Envelope;
 use serde::Serialize;
@@ -28,6 +30,14 @@ pub fn wants_events(headers: &HeaderMap) -> bool {
         .get(axum::http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"))
+}
+
+/// Streams a submitted exec: its output until it ends (at once when `async`, or when the
+/// caller's `timeout` passes), then its result as exec answers it.
+pub fn exec_events(submitted: Submitted) -> Response {
+    let handle = submitted.handle().clone();
+    let limit = submitted.wait_limit();
+    command_events(handle, limit, async move { submitted.result_now().await })
 }
 
 /// Streams the current command's output until it ends (or `limit` passes), then `finish`'s

@@ -12,6 +12,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
+use ptyhub_core::exec::{self, ExecDir, ExecOptions, parse_seconds};
 use ptyhub_core::registry::CreateSpec;
 use ptyhub_protocol::api::{CommandStatus, ConsoleRecord, Envelope, ExecParams};
 use ptyhub_protocol::error::{ApiError, ErrorCode};
@@ -21,7 +22,6 @@ use serde::{Deserialize, Serialize};
 use crate::AppState;
 use crate::auth::{Capability, Principal};
 use crate::http_error::{HttpError, JsonBody};
-use crate::v2::{run_exec, seconds};
 
 /// Longest `wait` of v1.
 const WAIT_MAX_SECS: f64 = 3600.0;
@@ -81,24 +81,16 @@ struct CreateResponse {
 fn working_dir(
     exec_dir: Option<&str>,
     preserve_symlinks: bool,
-) -> Result<Option<String>, ApiError> {
+) -> Result<Option<ExecDir>, ApiError> {
     let Some(dir) = exec_dir else {
         return Ok(None);
     };
-    let path = std::path::Path::new(dir);
-    if !path.is_absolute() || !path.is_dir() {
-        return Err(ApiError::invalid(format!(
-            "exec_dir {dir:?} is not an existing absolute directory"
-        )));
-    }
-    if preserve_symlinks {
-        return Ok(Some(dir.to_owned()));
-    }
-    Ok(Some(
-        std::fs::canonicalize(path)
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| dir.to_owned()),
-    ))
+    let dir = ExecDir::parse(dir)?;
+    Ok(Some(if preserve_symlinks {
+        dir
+    } else {
+        dir.real_path()
+    }))
 }
 
 /// Finds the terminal `id`, or creates it (v1 creates on first use).
@@ -129,12 +121,14 @@ async fn create(
     Extension(principal): Extension<Principal>,
     JsonBody(params): JsonBody<CreateParams>,
 ) -> Answer<CreateResponse> {
-    let no_change = seconds("no_change_timeout", params.no_change_timeout).map_err(v1_error)?;
+    let no_change =
+        parse_seconds("no_change_timeout", params.no_change_timeout).map_err(v1_error)?;
     let cwd = working_dir(
         params.exec_dir.as_deref(),
         params.preserve_symlinks.unwrap_or(false),
     )
-    .map_err(v1_error)?;
+    .map_err(v1_error)?
+    .map(ExecDir::into_string);
     let (session_id, _) = find_or_create(&state, &principal, params.id.as_deref(), cwd)
         .await
         .map_err(v1_error)?;
@@ -198,10 +192,11 @@ async fn exec(
         Err(error) if params.strict.unwrap_or(false) => return Err(v1_error(error)),
         Err(_) => None,
     };
-    let (session_id, is_new) =
-        find_or_create(&state, &principal, params.id.as_deref(), exec_dir.clone())
-            .await
-            .map_err(v1_error)?;
+    let cwd = exec_dir.clone().map(ExecDir::into_string);
+    let (session_id, is_new) = find_or_create(&state, &principal, params.id.as_deref(), cwd)
+        .await
+        .map_err(v1_error)?;
+    principal.require(Capability::Write).map_err(v1_error)?;
     let exec = ExecParams {
         command: params.command,
         is_async: params.async_mode.unwrap_or(false),
@@ -209,15 +204,19 @@ async fn exec(
         no_change_timeout: params.no_change_timeout,
         hard_timeout: params.hard_timeout,
         truncate: params.truncate,
-        // A new session already starts there.
-        exec_dir: if is_new { None } else { exec_dir },
+        exec_dir: None,
     };
+    // The directory was checked above; a new session already starts there.
+    let options = ExecOptions::from_params(&exec)
+        .map_err(v1_error)?
+        .in_dir(if is_new { None } else { exec_dir });
     if crate::stream::wants_events(&headers) {
-        return crate::v2::stream_exec(&state, &principal, &session_id, &exec)
+        let submitted = exec::submit(&state.registry, &principal.owner, &session_id, &options)
             .await
-            .map_err(v1_error);
+            .map_err(v1_error)?;
+        return Ok(crate::stream::exec_events(submitted));
     }
-    let result = run_exec(&state, &principal, &session_id, exec)
+    let result = exec::run(&state.registry, &principal.owner, &session_id, &options)
         .await
         .map_err(v1_error)?;
     Ok(Json(Envelope::ok("Command executed", result)).into_response())
@@ -455,7 +454,7 @@ async fn cleanup(
     Path(id): Path<String>,
 ) -> Result<axum::response::Response, HttpError> {
     principal.require(Capability::Kill).map_err(v1_error)?;
-    crate::v2::close_answer(&state, &principal, &id, "Session cleaned up")
+    crate::close::close_answer(&state, &principal, &id, "Session cleaned up")
         .await
         .map_err(v1_error)
 }
@@ -474,7 +473,8 @@ async fn update(
     JsonBody(params): JsonBody<UpdateParams>,
 ) -> Answer<serde_json::Value> {
     principal.require(Capability::Write).map_err(v1_error)?;
-    let no_change = seconds("no_change_timeout", params.no_change_timeout).map_err(v1_error)?;
+    let no_change =
+        parse_seconds("no_change_timeout", params.no_change_timeout).map_err(v1_error)?;
     state
         .registry
         .set_no_change_timeout(&principal.owner, &params.id, no_change)

@@ -1,6 +1,7 @@
 //! REST v2: `/v2/pty/sessions…` (seed 000's routes). Thin: each handler checks the
-//! principal's capability, validates its input, calls the registry or the terminal's handle,
-//! and wraps the answer in the envelope.
+//! principal's capability, validates its input, calls the registry, the terminal's handle or
+//! a core use case (exec's rules are `ptyhub_core::exec`'s), and wraps the answer in the
+//! envelope.
 
 use std::time::Duration;
 
@@ -9,15 +10,14 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use ptyhub_core::plain_text::{TRUNCATE_CHARS, truncate_middle};
+use ptyhub_core::exec::{self, ExecOptions, JobOptions, parse_seconds};
 use ptyhub_core::registry::{CreateSpec, EVENTS_PAGE_MAX};
-use ptyhub_core::terminal::{ExecRequest, TerminalHandle};
 use ptyhub_protocol::api::{
-    CloseResponse, CommandResult, CreateSessionParams, Envelope, EventsResponse, ExecParams,
-    InputParams, ResizeParams, ScreenResponse, SendParams, SendResponse, SignalParams,
-    SignalResponse, TerminalInfo, WaitParams,
+    CommandResult, CreateSessionParams, Envelope, EventsResponse, ExecParams, InputParams,
+    ResizeParams, ScreenResponse, SendParams, SendResponse, SignalParams, SignalResponse,
+    TerminalInfo, WaitParams,
 };
-use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::error::ApiError;
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::{Name, TermSize, TerminalId};
 use serde::{Deserialize, Serialize};
@@ -26,14 +26,10 @@ use crate::AppState;
 use crate::auth::{Capability, Principal};
 use crate::http_error::{HttpError, JsonBody, QueryParams};
 
-/// Default `no_change_timeout` of a waiting exec (DESIGN.md).
-const NO_CHANGE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(120);
 /// Default and longest `wait`.
 const WAIT_DEFAULT: Duration = Duration::from_secs(30);
 const WAIT_MAX: Duration = Duration::from_secs(3600);
-/// Longest accepted timeout of any kind (a day).
-const TIMEOUT_MAX_SECS: f64 = 86_400.0;
-/// Longest accepted command or input text.
+/// Longest accepted input or `send` text.
 const TEXT_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 type Answer<T> = Result<Json<Envelope<T>>, HttpError>;
@@ -144,136 +140,9 @@ async fn close(
     Path(id): Path<String>,
 ) -> Result<axum::response::Response, HttpError> {
     principal.require(Capability::Kill)?;
-    close_answer(&state, &principal, &id, "Session closed")
+    crate::close::close_answer(&state, &principal, &id, "Session closed")
         .await
         .map_err(HttpError::from)
-}
-
-/// Closes a terminal for v1 and v2 alike. Closing a gone id is not a failure (seed 000): it
-/// answers 200 with `success: false`; other failures are returned for the caller to map.
-pub async fn close_answer(
-    state: &AppState,
-    principal: &Principal,
-    id: &str,
-    message: &str,
-) -> Result<axum::response::Response, ApiError> {
-    use axum::response::IntoResponse;
-    match state.registry.close(&principal.owner, id).await {
-        Ok(closed) => Ok(Json(Envelope::<CloseResponse>::ok(message, closed)).into_response()),
-        Err(error) if error.code == ErrorCode::SessionNotFound => {
-            Ok((StatusCode::OK, Json(error.to_body())).into_response())
-        }
-        Err(error) => Err(error),
-    }
-}
-
-pub fn seconds(name: &str, value: Option<f64>) -> Result<Option<Duration>, ApiError> {
-    match value {
-        None => Ok(None),
-        Some(s) if s.is_finite() && (0.0..=TIMEOUT_MAX_SECS).contains(&s) => {
-            Ok(Some(Duration::from_secs_f64(s)))
-        }
-        Some(s) => Err(ApiError::invalid(format!(
-            "{name} must be between 0 and {TIMEOUT_MAX_SECS} seconds, not {s}"
-        ))),
-    }
-}
-
-/// A command submitted by exec, and how its answer is to be shaped.
-pub struct Submitted {
-    pub handle: TerminalHandle,
-    pub command_id: u64,
-    /// How long the caller waits for the result (`timeout`).
-    pub wait: Option<Duration>,
-    command: String,
-    is_truncated: bool,
-}
-
-impl Submitted {
-    /// Shapes a result for the caller: the command as sent, the output truncated unless
-    /// `truncate` was false.
-    pub fn finish(&self, mut result: CommandResult) -> CommandResult {
-        result.command = Some(self.command.clone());
-        if self.is_truncated {
-            result.output = result.output.map(|o| truncate_middle(&o, TRUNCATE_CHARS));
-        }
-        result
-    }
-}
-
-/// Validates exec's parameters and submits the command (shared with v1 and the SSE stream).
-/// `no_change_timeout` applies unless nobody waits (`async`).
-pub async fn submit_exec(
-    state: &AppState,
-    principal: &Principal,
-    id: &str,
-    params: &ExecParams,
-) -> Result<Submitted, ApiError> {
-    principal.require(Capability::Write)?;
-    if params.command.trim().is_empty() {
-        return Err(ApiError::invalid("command must not be empty"));
-    }
-    if params.command.len() > TEXT_MAX_BYTES {
-        return Err(ApiError::invalid("command too long"));
-    }
-    let wait = seconds("timeout", params.timeout)?;
-    let hard_timeout = seconds("hard_timeout", params.hard_timeout)?;
-    let no_change = seconds("no_change_timeout", params.no_change_timeout)?;
-    let mut command = params.command.clone();
-    if let Some(dir) = &params.exec_dir {
-        let path = std::path::Path::new(dir);
-        if !path.is_absolute() || !path.is_dir() {
-            return Err(ApiError::invalid(format!(
-                "exec_dir {dir:?} is not an existing absolute directory"
-            )));
-        }
-        command = format!("cd -- '{}'\n{command}", dir.replace('\'', r"'\''"));
-    }
-    let handle = state.registry.get(&principal.owner, id).await?;
-    let default_no_change = state
-        .registry
-        .no_change_timeout(&principal.owner, id)
-        .await
-        .unwrap_or(NO_CHANGE_TIMEOUT_DEFAULT);
-    let request = ExecRequest {
-        command,
-        hard_timeout,
-        no_change_timeout: if params.is_async {
-            None
-        } else {
-            Some(no_change.unwrap_or(default_no_change))
-        },
-    };
-    let command_id = handle.exec(request).await?;
-    Ok(Submitted {
-        handle,
-        command_id,
-        wait,
-        command: params.command.clone(),
-        is_truncated: params.truncate.unwrap_or(true),
-    })
-}
-
-/// Runs `params` in the terminal and reports it as exec does (shared with v1).
-pub async fn run_exec(
-    state: &AppState,
-    principal: &Principal,
-    id: &str,
-    params: ExecParams,
-) -> Result<CommandResult, ApiError> {
-    let submitted = submit_exec(state, principal, id, &params).await?;
-    let result = if params.is_async {
-        submitted
-            .handle
-            .command_result(Some(submitted.command_id))
-            .await?
-    } else {
-        submitted
-            .handle
-            .wait_command(Some(submitted.command_id), submitted.wait)
-            .await?
-    };
-    Ok(submitted.finish(result))
 }
 
 #[utoipa::path(post, path = "/v2/pty/sessions/{id}/exec", tag = "v2", operation_id = "v2_exec", params(("id" = String, Path, description = "the terminal id")), request_body = ExecParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
@@ -285,35 +154,14 @@ async fn exec(
     JsonBody(params): JsonBody<ExecParams>,
 ) -> Result<axum::response::Response, HttpError> {
     use axum::response::IntoResponse;
+    principal.require(Capability::Write)?;
+    let options = ExecOptions::from_params(&params)?;
     if crate::stream::wants_events(&headers) {
-        return Ok(stream_exec(&state, &principal, &id, &params).await?);
+        let submitted = exec::submit(&state.registry, &principal.owner, &id, &options).await?;
+        return Ok(crate::stream::exec_events(submitted));
     }
-    let result = run_exec(&state, &principal, &id, params).await?;
+    let result = exec::run(&state.registry, &principal.owner, &id, &options).await?;
     Ok(Json(Envelope::ok("Command executed", result)).into_response())
-}
-
-/// exec as server-sent events: output as it arrives, then the result.
-pub async fn stream_exec(
-    state: &AppState,
-    principal: &Principal,
-    id: &str,
-    params: &ExecParams,
-) -> Result<axum::response::Response, ApiError> {
-    let submitted = submit_exec(state, principal, id, params).await?;
-    let handle = submitted.handle.clone();
-    let limit = if params.is_async {
-        Some(Duration::ZERO)
-    } else {
-        submitted.wait
-    };
-    let finish = async move {
-        let result = submitted
-            .handle
-            .command_result(Some(submitted.command_id))
-            .await?;
-        Ok(submitted.finish(result))
-    };
-    Ok(crate::stream::command_events(handle, limit, finish))
 }
 
 #[utoipa::path(get, path = "/v2/pty/sessions/{id}/screen", tag = "v2", operation_id = "v2_screen", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ScreenResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
@@ -359,7 +207,7 @@ async fn wait(
     JsonBody(params): JsonBody<WaitParams>,
 ) -> Answer<CommandResult> {
     principal.require(Capability::Read)?;
-    let limit = seconds("seconds", params.seconds)?
+    let limit = parse_seconds("seconds", params.seconds)?
         .unwrap_or(WAIT_DEFAULT)
         .min(WAIT_MAX);
     let handle = state.registry.get(&principal.owner, &id).await?;
@@ -425,10 +273,11 @@ async fn send(
     if params.text.len() > TEXT_MAX_BYTES {
         return Err(ApiError::invalid("text too long").into());
     }
-    let deadline = seconds("deadline", params.deadline)?
+    let deadline = parse_seconds("deadline", params.deadline)?
         .unwrap_or(SEND_DEADLINE_DEFAULT)
         .min(SEND_DEADLINE_MAX);
-    let idle_window = seconds("idle_window", params.idle_window)?.unwrap_or(SEND_IDLE_DEFAULT);
+    let idle_window =
+        parse_seconds("idle_window", params.idle_window)?.unwrap_or(SEND_IDLE_DEFAULT);
     let handle = state.registry.get(&principal.owner, &id).await?;
     let mut text = params.text.into_bytes();
     if params.submit {
@@ -550,14 +399,11 @@ async fn job_start(
     JsonBody(params): JsonBody<JobParams>,
 ) -> Answer<JobResponse> {
     principal.require(Capability::Write)?;
-    if params.command.trim().is_empty() || params.command.len() > TEXT_MAX_BYTES {
-        return Err(ApiError::invalid("command must be 1 byte to 4 MiB").into());
-    }
-    let hard_timeout = seconds("hard_timeout", params.hard_timeout)?;
+    let job = JobOptions::from_params(params)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     ok(
         "Job started",
-        jobs::start(&handle, params.command, hard_timeout).await?,
+        jobs::start(&handle, job.command, job.hard_timeout).await?,
     )
 }
 
@@ -591,7 +437,7 @@ async fn job_await(
     JsonBody(params): JsonBody<AwaitParams>,
 ) -> Answer<JobResponse> {
     principal.require(Capability::Read)?;
-    let limit = seconds("seconds", params.seconds)?
+    let limit = parse_seconds("seconds", params.seconds)?
         .unwrap_or(WAIT_DEFAULT)
         .min(WAIT_MAX);
     let handle = state.registry.get(&principal.owner, &id).await?;

@@ -1,0 +1,626 @@
+//! Exec, ptyhub's main use case: run one command in a terminal's shell and report it. This
+//! module owns exec's rules so that every transport (REST v1 and v2, their server-sent events,
+//! MCP through REST v2) only translates: the defaults (`no_change_timeout` 120 s), the seconds
+//! fields (finite, 0 to a day), the command's bounds, `exec_dir` (an existing absolute
+//! directory, entered by a quoted `cd` before the command), `async` (nobody waits, so no
+//! `no_change_timeout`), how long the caller waits, and the truncation of the answer's output.
+//!
+//! It does not own the command's life in the shell (the terminal actor in [`crate::terminal`]:
+//! the timers that press ^C, `BUSY`, parking until the shell is ready), capability checks (the
+//! transport's), or how an error maps to a status code.
+//!
+//! Entry types: [`ExecOptions`] (validated parameters) and [`Submitted`] (a command the shell
+//! has). Jobs ([`crate::terminal::jobs`]) are commands nobody waits for; [`JobOptions`] checks
+//! their start parameters by the same rules.
+//!
+//! # Flow at a glance
+//! 1. [`ExecOptions::from_params`] validates the caller's [`ExecParams`] (no terminal involved).
+//! 2. [`submit`] finds the terminal, resolves `no_change_timeout` (the caller's, else the
+//!    terminal's default, else [`NO_CHANGE_TIMEOUT_DEFAULT`]; none when `async`) and hands the
+//!    shell the command, preceded by `cd -- '<exec_dir>'` when one was given.
+//! 3. [`Submitted::wait_for_result`] waits as the caller asked (not at all when `async`, up to
+//!    `timeout` otherwise, until the command ends without one) and shapes the result: the
+//!    command as the caller sent it, the output truncated unless `truncate` was false. A
+//!    stream follows the output itself for [`Submitted::wait_limit`], then takes
+//!    [`Submitted::result_now`].
+//!
+//! [`run`] is steps 2 and 3.
+
+use std::path::Path;
+use std::time::Duration;
+
+use ptyhub_protocol::api::{CommandResult, ExecParams, JobParams};
+use ptyhub_protocol::error::ApiError;
+
+use crate::plain_text::{TRUNCATE_CHARS, truncate_middle};
+use crate::registry::Registry;
+use crate::terminal::{ExecRequest, TerminalHandle};
+
+/// `no_change_timeout` of a waiting exec when neither the caller nor the terminal set one:
+/// seconds without output before ^C.
+pub const NO_CHANGE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(120);
+/// Longest accepted seconds field of any kind (a day).
+pub const TIMEOUT_MAX_SECS: f64 = 86_400.0;
+/// Longest accepted command text.
+pub const COMMAND_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// A seconds field of the API (exec's timeouts, and every other one: `wait`, `send`, jobs,
+/// a terminal's default `no_change_timeout`): finite and between 0 and a day.
+pub fn parse_seconds(name: &str, value: Option<f64>) -> Result<Option<Duration>, ApiError> {
+    match value {
+        None => Ok(None),
+        Some(s) if s.is_finite() && (0.0..=TIMEOUT_MAX_SECS).contains(&s) => {
+            Ok(Some(Duration::from_secs_f64(s)))
+        }
+        Some(s) => Err(ApiError::invalid(format!(
+            "{name} must be between 0 and {TIMEOUT_MAX_SECS} seconds, not {s}"
+        ))),
+    }
+}
+
+/// Why a command text is refused.
+enum CommandProblem {
+    Empty,
+    TooLong,
+}
+
+/// A command is something other than blanks, and at most [`COMMAND_MAX_BYTES`].
+fn command_problem(command: &str) -> Option<CommandProblem> {
+    if command.trim().is_empty() {
+        Some(CommandProblem::Empty)
+    } else if command.len() > COMMAND_MAX_BYTES {
+        Some(CommandProblem::TooLong)
+    } else {
+        None
+    }
+}
+
+/// A command's output as exec answers it: longer than [`TRUNCATE_CHARS`] characters, only its
+/// first and last halves of that with a marker between (exec unless `truncate` is false, jobs,
+/// console records and kept results follow the same rule).
+pub fn truncate_output(text: &str) -> String {
+    truncate_middle(text, TRUNCATE_CHARS)
+}
+
+/// A directory a command runs in: absolute and existing when it was checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecDir(String);
+
+impl ExecDir {
+    /// Checks that `dir` is an absolute path to an existing directory.
+    pub fn parse(dir: &str) -> Result<Self, ApiError> {
+        let path = Path::new(dir);
+        if !path.is_absolute() || !path.is_dir() {
+            return Err(ApiError::invalid(format!(
+                "exec_dir {dir:?} is not an existing absolute directory"
+            )));
+        }
+        Ok(Self(dir.to_owned()))
+    }
+
+    /// The same directory with symlinks resolved (as given if that fails).
+    #[must_use]
+    pub fn real_path(self) -> Self {
+        match std::fs::canonicalize(&self.0) {
+            Ok(path) => Self(path.to_string_lossy().into_owned()),
+            Err(_) => self,
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
+    /// The shell line that enters the directory: `cd -- '<dir>'`, single-quoted for any POSIX
+    /// shell (a `'` in the name becomes `'\''`; spaces and newlines stay inside the quotes).
+    pub fn cd_line(&self) -> String {
+        format!("cd -- '{}'", self.0.replace('\'', r"'\''"))
+    }
+}
+
+/// Exec's parameters, validated.
+#[derive(Clone, Debug)]
+pub struct ExecOptions {
+    /// The command as the caller sent it (the answer reports this, not the `cd` line).
+    command: String,
+    exec_dir: Option<ExecDir>,
+    is_async: bool,
+    /// How long the caller waits for the result (`timeout`); `None` is until the command ends.
+    timeout: Option<Duration>,
+    hard_timeout: Option<Duration>,
+    /// The caller's `no_change_timeout`; `None` falls back to the terminal's default.
+    no_change_timeout: Option<Duration>,
+    is_truncated: bool,
+}
+
+impl ExecOptions {
+    /// Checks the command (not blank, at most [`COMMAND_MAX_BYTES`]), then `timeout`,
+    /// `hard_timeout` and `no_change_timeout` ([`parse_seconds`]), then `exec_dir`
+    /// ([`ExecDir::parse`]); the first problem is the error.
+    pub fn from_params(params: &ExecParams) -> Result<Self, ApiError> {
+        match command_problem(&params.command) {
+            Some(CommandProblem::Empty) => {
+                return Err(ApiError::invalid("command must not be empty"));
+            }
+            Some(CommandProblem::TooLong) => return Err(ApiError::invalid("command too long")),
+            None => {}
+        }
+        let timeout = parse_seconds("timeout", params.timeout)?;
+        let hard_timeout = parse_seconds("hard_timeout", params.hard_timeout)?;
+        let no_change_timeout = parse_seconds("no_change_timeout", params.no_change_timeout)?;
+        let exec_dir = params.exec_dir.as_deref().map(ExecDir::parse).transpose()?;
+        Ok(Self {
+            command: params.command.clone(),
+            exec_dir,
+            is_async: params.is_async,
+            timeout,
+            hard_timeout,
+            no_change_timeout,
+            is_truncated: params.truncate.unwrap_or(true),
+        })
+    }
+
+    /// Runs the command in `dir` instead of any `exec_dir` of the parameters: for a caller
+    /// that already checked (and perhaps resolved) the directory itself, as v1 does.
+    #[must_use]
+    pub fn in_dir(mut self, dir: Option<ExecDir>) -> Self {
+        self.exec_dir = dir;
+        self
+    }
+
+    /// The text the shell receives: the `cd` line first when there is an `exec_dir`.
+    pub fn shell_text(&self) -> String {
+        match &self.exec_dir {
+            Some(dir) => format!("{}\n{}", dir.cd_line(), self.command),
+            None => self.command.clone(),
+        }
+    }
+
+    /// The `no_change_timeout` the command runs with: none when nobody waits (`async`), else
+    /// the caller's, else `terminal_default`, else [`NO_CHANGE_TIMEOUT_DEFAULT`].
+    pub fn no_change_timeout(&self, terminal_default: Option<Duration>) -> Option<Duration> {
+        if self.is_async {
+            return None;
+        }
+        Some(
+            self.no_change_timeout
+                .or(terminal_default)
+                .unwrap_or(NO_CHANGE_TIMEOUT_DEFAULT),
+        )
+    }
+
+    /// What the terminal actor is asked to run.
+    pub fn request(&self, terminal_default: Option<Duration>) -> ExecRequest {
+        ExecRequest {
+            command: self.shell_text(),
+            hard_timeout: self.hard_timeout,
+            no_change_timeout: self.no_change_timeout(terminal_default),
+        }
+    }
+
+    /// How long the caller waits for the command: zero when `async`, else `timeout` (`None`:
+    /// until it ends).
+    pub fn wait_limit(&self) -> Option<Duration> {
+        if self.is_async {
+            Some(Duration::ZERO)
+        } else {
+            self.timeout
+        }
+    }
+
+    /// Shapes a result for the caller: the command as sent, the output truncated
+    /// ([`truncate_output`]) unless `truncate` was false.
+    pub fn shape(&self, mut result: CommandResult) -> CommandResult {
+        result.command = Some(self.command.clone());
+        if self.is_truncated {
+            result.output = result.output.map(|o| truncate_output(&o));
+        }
+        result
+    }
+}
+
+/// A command the terminal's shell has, and how its answer is to be shaped.
+pub struct Submitted {
+    handle: TerminalHandle,
+    command_id: u64,
+    options: ExecOptions,
+}
+
+impl Submitted {
+    /// The terminal the command runs in.
+    pub fn handle(&self) -> &TerminalHandle {
+        &self.handle
+    }
+
+    /// See [`ExecOptions::wait_limit`].
+    pub fn wait_limit(&self) -> Option<Duration> {
+        self.options.wait_limit()
+    }
+
+    /// The command's result as it stands now, shaped.
+    pub async fn result_now(&self) -> Result<CommandResult, ApiError> {
+        let result = self.handle.command_result(Some(self.command_id)).await?;
+        Ok(self.options.shape(result))
+    }
+
+    /// Waits as the caller asked (not at all when `async`), then the shaped result; a command
+    /// still running after `timeout` is reported as running and goes on.
+    pub async fn wait_for_result(self) -> Result<CommandResult, ApiError> {
+        if self.options.is_async {
+            return self.result_now().await;
+        }
+        let result = self
+            .handle
+            .wait_command(Some(self.command_id), self.options.timeout)
+            .await?;
+        Ok(self.options.shape(result))
+    }
+}
+
+/// Hands `owner`'s terminal `id` the command; answers once the shell has it (the actor parks it
+/// until the shell is ready, and refuses it with `BUSY` while another runs).
+pub async fn submit(
+    registry: &Registry,
+    owner: &str,
+    id: &str,
+    options: &ExecOptions,
+) -> Result<Submitted, ApiError> {
+    let handle = registry.get(owner, id).await?;
+    let terminal_default = registry.no_change_timeout(owner, id).await;
+    let command_id = handle.exec(options.request(terminal_default)).await?;
+    Ok(Submitted {
+        handle,
+        command_id,
+        options: options.clone(),
+    })
+}
+
+/// Runs a command as exec does: submits it, waits as asked, and shapes the result.
+pub async fn run(
+    registry: &Registry,
+    owner: &str,
+    id: &str,
+    options: &ExecOptions,
+) -> Result<CommandResult, ApiError> {
+    submit(registry, owner, id, options)
+        .await?
+        .wait_for_result()
+        .await
+}
+
+/// A job's start parameters, validated: a job is a command nobody waits for (no
+/// `no_change_timeout`), bounded like exec's.
+#[derive(Clone, Debug)]
+pub struct JobOptions {
+    pub command: String,
+    pub hard_timeout: Option<Duration>,
+}
+
+impl JobOptions {
+    /// Checks the command as [`ExecOptions::from_params`] does (with the jobs route's one
+    /// message), then `hard_timeout`.
+    pub fn from_params(params: JobParams) -> Result<Self, ApiError> {
+        if command_problem(&params.command).is_some() {
+            return Err(ApiError::invalid("command must be 1 byte to 4 MiB"));
+        }
+        let hard_timeout = parse_seconds("hard_timeout", params.hard_timeout)?;
+        Ok(Self {
+            command: params.command,
+            hard_timeout,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ptyhub_protocol::api::CommandStatus;
+    use ptyhub_protocol::error::ErrorCode;
+
+    use super::*;
+
+    fn params(command: &str) -> ExecParams {
+        ExecParams {
+            command: command.to_owned(),
+            ..ExecParams::default()
+        }
+    }
+
+    fn message(result: Result<ExecOptions, ApiError>) -> String {
+        match result {
+            Ok(options) => panic!("accepted: {options:?}"),
+            Err(error) => {
+                assert_eq!(error.code, ErrorCode::InvalidInput);
+                error.message
+            }
+        }
+    }
+
+    fn result(output: Option<String>) -> CommandResult {
+        CommandResult {
+            session_id: "t".to_owned(),
+            command: Some("cd -- '/tmp'\necho hi".to_owned()),
+            status: CommandStatus::Completed,
+            output,
+            console: Vec::new(),
+            exit_code: Some(0),
+        }
+    }
+
+    #[test]
+    fn seconds_are_finite_and_at_most_a_day() {
+        assert_eq!(parse_seconds("timeout", None).unwrap(), None);
+        assert_eq!(
+            parse_seconds("timeout", Some(0.0)).unwrap(),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            parse_seconds("timeout", Some(1.5)).unwrap(),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            parse_seconds("timeout", Some(86_400.0)).unwrap(),
+            Some(Duration::from_secs(86_400))
+        );
+        for bad in [-1.0, 86_400.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let error = parse_seconds("hard_timeout", Some(bad)).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidInput);
+            assert_eq!(
+                error.message,
+                format!("hard_timeout must be between 0 and 86400 seconds, not {bad}")
+            );
+        }
+    }
+
+    #[test]
+    fn commands_are_not_blank_and_bounded() {
+        assert_eq!(
+            message(ExecOptions::from_params(&params(""))),
+            "command must not be empty"
+        );
+        assert_eq!(
+            message(ExecOptions::from_params(&params(" \n\t"))),
+            "command must not be empty"
+        );
+        let long = "x".repeat(COMMAND_MAX_BYTES + 1);
+        assert_eq!(
+            message(ExecOptions::from_params(&params(&long))),
+            "command too long"
+        );
+        let longest = "x".repeat(COMMAND_MAX_BYTES);
+        assert!(ExecOptions::from_params(&params(&longest)).is_ok());
+    }
+
+    #[test]
+    fn the_first_problem_is_reported() {
+        let mut bad = params("");
+        bad.timeout = Some(-1.0);
+        assert_eq!(
+            message(ExecOptions::from_params(&bad)),
+            "command must not be empty"
+        );
+        bad.command = "true".to_owned();
+        bad.hard_timeout = Some(-2.0);
+        bad.exec_dir = Some("relative".to_owned());
+        assert_eq!(
+            message(ExecOptions::from_params(&bad)),
+            "timeout must be between 0 and 86400 seconds, not -1"
+        );
+        bad.timeout = None;
+        assert_eq!(
+            message(ExecOptions::from_params(&bad)),
+            "hard_timeout must be between 0 and 86400 seconds, not -2"
+        );
+        bad.hard_timeout = None;
+        bad.no_change_timeout = Some(1e9);
+        assert_eq!(
+            message(ExecOptions::from_params(&bad)),
+            "no_change_timeout must be between 0 and 86400 seconds, not 1000000000"
+        );
+        bad.no_change_timeout = None;
+        assert_eq!(
+            message(ExecOptions::from_params(&bad)),
+            r#"exec_dir "relative" is not an existing absolute directory"#
+        );
+    }
+
+    #[test]
+    fn exec_dir_is_an_existing_absolute_directory() {
+        let temp = tempfile::tempdir().unwrap();
+        let file = temp.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let missing = temp.path().join("missing");
+        for bad in [
+            "relative/dir".to_owned(),
+            String::new(),
+            file.to_string_lossy().into_owned(),
+            missing.to_string_lossy().into_owned(),
+        ] {
+            let error = ExecDir::parse(&bad).unwrap_err();
+            assert_eq!(
+                error.message,
+                format!("exec_dir {bad:?} is not an existing absolute directory")
+            );
+        }
+        let dir = temp.path().to_string_lossy().into_owned();
+        assert_eq!(ExecDir::parse(&dir).unwrap().as_str(), dir);
+    }
+
+    #[test]
+    fn real_path_resolves_symlinks() {
+        let temp = tempfile::tempdir().unwrap();
+        let real = temp.path().join("real");
+        let link = temp.path().join("link");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let given = ExecDir::parse(&link.to_string_lossy()).unwrap();
+        assert_eq!(given.as_str(), link.to_string_lossy());
+        let resolved = given.real_path();
+        assert_eq!(
+            resolved.into_string(),
+            std::fs::canonicalize(&real).unwrap().to_string_lossy()
+        );
+    }
+
+    #[test]
+    fn cd_line_quotes_quotes_spaces_and_newlines() {
+        let dir = |name: &str| ExecDir(name.to_owned());
+        assert_eq!(dir("/tmp").cd_line(), "cd -- '/tmp'");
+        assert_eq!(dir("/a b").cd_line(), "cd -- '/a b'");
+        assert_eq!(dir("/it's").cd_line(), r"cd -- '/it'\''s'");
+        assert_eq!(dir("/a\nb").cd_line(), "cd -- '/a\nb'");
+        assert_eq!(dir("/$(x) `y` \\z").cd_line(), "cd -- '/$(x) `y` \\z'");
+    }
+
+    /// The quoting is checked by a real POSIX shell: it enters a directory whose name has every
+    /// awkward character, and runs nothing from the name.
+    #[test]
+    fn cd_line_enters_an_awkward_directory_in_sh() {
+        let temp = tempfile::tempdir().unwrap();
+        let awkward = temp.path().join("it's a \"dir\"\n$(touch x) `y` \\z");
+        std::fs::create_dir(&awkward).unwrap();
+        let dir = ExecDir::parse(&awkward.to_string_lossy()).unwrap();
+        let mut options = ExecOptions::from_params(&params("pwd")).unwrap();
+        options = options.in_dir(Some(dir));
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(options.shell_text())
+            .current_dir(temp.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let pwd = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(pwd.strip_suffix('\n'), Some(&*awkward.to_string_lossy()));
+        assert!(!temp.path().join("x").exists());
+    }
+
+    #[test]
+    fn exec_dir_precedes_the_command() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().to_string_lossy().into_owned();
+        let mut with_dir = params("echo hi\necho there");
+        with_dir.exec_dir = Some(dir.clone());
+        let options = ExecOptions::from_params(&with_dir).unwrap();
+        assert_eq!(
+            options.shell_text(),
+            format!("cd -- '{dir}'\necho hi\necho there")
+        );
+        assert_eq!(options.request(None).command, options.shell_text());
+        let plain = ExecOptions::from_params(&params("echo hi")).unwrap();
+        assert_eq!(plain.shell_text(), "echo hi");
+        assert_eq!(plain.clone().in_dir(None).shell_text(), "echo hi");
+        assert_eq!(options.in_dir(None).shell_text(), "echo hi\necho there");
+    }
+
+    #[test]
+    fn no_change_timeout_defaults_and_async() {
+        let terminal = Some(Duration::from_secs(7));
+        let plain = ExecOptions::from_params(&params("true")).unwrap();
+        assert_eq!(
+            plain.no_change_timeout(None),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(plain.no_change_timeout(terminal), terminal);
+        let mut asked = params("true");
+        asked.no_change_timeout = Some(3.0);
+        asked.hard_timeout = Some(9.0);
+        let asked = ExecOptions::from_params(&asked).unwrap();
+        assert_eq!(
+            asked.no_change_timeout(terminal),
+            Some(Duration::from_secs(3))
+        );
+        let request = asked.request(terminal);
+        assert_eq!(request.no_change_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(request.hard_timeout, Some(Duration::from_secs(9)));
+        let mut background = params("true");
+        background.is_async = true;
+        background.no_change_timeout = Some(3.0);
+        background.hard_timeout = Some(9.0);
+        let background = ExecOptions::from_params(&background).unwrap();
+        assert_eq!(background.no_change_timeout(terminal), None);
+        let request = background.request(terminal);
+        assert_eq!(request.no_change_timeout, None);
+        assert_eq!(request.hard_timeout, Some(Duration::from_secs(9)));
+    }
+
+    #[test]
+    fn the_caller_waits_for_timeout_or_not_at_all_when_async() {
+        let plain = ExecOptions::from_params(&params("true")).unwrap();
+        assert_eq!(plain.wait_limit(), None);
+        let mut bounded = params("true");
+        bounded.timeout = Some(2.5);
+        let bounded = ExecOptions::from_params(&bounded).unwrap();
+        assert_eq!(bounded.wait_limit(), Some(Duration::from_millis(2500)));
+        let mut background = params("true");
+        background.is_async = true;
+        background.timeout = Some(2.5);
+        let background = ExecOptions::from_params(&background).unwrap();
+        assert_eq!(background.wait_limit(), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn results_report_the_command_as_sent_and_truncate_unless_asked() {
+        let long: String = (0..40_000)
+            .map(|i| char::from(b'a' + u8::try_from(i % 26).unwrap()))
+            .collect();
+        let temp = tempfile::tempdir().unwrap();
+        let mut asked = params("echo hi");
+        asked.exec_dir = Some(temp.path().to_string_lossy().into_owned());
+        let truncating = ExecOptions::from_params(&asked).unwrap();
+        let shaped = truncating.shape(result(Some(long.clone())));
+        assert_eq!(shaped.command.as_deref(), Some("echo hi"));
+        let output = shaped.output.unwrap();
+        assert_eq!(output, truncate_output(&long));
+        assert!(output.starts_with(&long[..15_000]));
+        assert!(output.ends_with(&long[25_000..]));
+        assert!(output.contains("[... Observation truncated due to length ...]"));
+        assert_eq!(
+            output.chars().count(),
+            30_000 + crate::plain_text::TRUNCATION_MARKER.chars().count()
+        );
+        let short = truncating.shape(result(Some("hi\n".to_owned())));
+        assert_eq!(short.output.as_deref(), Some("hi\n"));
+        assert_eq!(truncating.shape(result(None)).output, None);
+        asked.truncate = Some(false);
+        let whole = ExecOptions::from_params(&asked).unwrap();
+        assert_eq!(whole.shape(result(Some(long.clone()))).output, Some(long));
+    }
+
+    #[test]
+    fn truncation_keeps_15000_characters_each_side() {
+        let exact = "é".repeat(30_000);
+        assert_eq!(truncate_output(&exact), exact);
+        let over = format!("{}{}", "h".repeat(15_000), "t".repeat(15_001));
+        assert_eq!(
+            truncate_output(&over),
+            format!(
+                "{}\n[... Observation truncated due to length ...]\n{}",
+                "h".repeat(15_000),
+                "t".repeat(15_000)
+            )
+        );
+    }
+
+    #[test]
+    fn job_options_follow_exec_bounds() {
+        let job = |command: &str, hard_timeout| JobParams {
+            command: command.to_owned(),
+            hard_timeout,
+        };
+        for bad in ["", "  ", &"x".repeat(COMMAND_MAX_BYTES + 1)] {
+            let error = JobOptions::from_params(job(bad, None)).unwrap_err();
+            assert_eq!(error.message, "command must be 1 byte to 4 MiB");
+        }
+        let error = JobOptions::from_params(job("true", Some(-1.0))).unwrap_err();
+        assert_eq!(
+            error.message,
+            "hard_timeout must be between 0 and 86400 seconds, not -1"
+        );
+        let ok = JobOptions::from_params(job("sleep 1", Some(5.0))).unwrap();
+        assert_eq!(ok.command, "sleep 1");
+        assert_eq!(ok.hard_timeout, Some(Duration::from_secs(5)));
+    }
+}
