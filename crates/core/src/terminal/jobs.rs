@@ -9,7 +9,7 @@ use ptyhub_protocol::api::{CommandStatus, JobResponse, JobState};
 use ptyhub_protocol::error::{ApiError, ErrorCode};
 
 use super::{ExecRequest, JobView, TerminalHandle};
-use crate::plain_text::{TRUNCATE_CHARS, truncate_middle};
+use crate::exec::truncate_output;
 
 pub fn job_id(command_id: u64) -> String {
     format!("job-{command_id}")
@@ -85,6 +85,6 @@ fn response(id: u64, view: JobView) -> JobResponse {
         command: result.command.unwrap_or_default(),
         state,
         exit_code: result.exit_code,
-        output: truncate_middle(&view.output_so_far, TRUNCATE_CHARS),
+        output: truncate_output(&view.output_so_far),
     }
 }
