@@ -294,3 +294,47 @@ async fn process_facts_and_signals_come_from_the_backend() {
     let refused = t.handle.signal_foreground(2).await.map_err(|e| e.code);
     assert_eq!(refused, Err(ErrorCode::SessionNotRunning));
 }
+
+#[tokio::test]
+async fn a_watcher_that_falls_behind_is_told_and_catches_up_from_the_log_without_a_gap() {
+    use super::live::{ConnectOptions, LiveFrame, LiveMode};
+    let t = start(&[&prompt()]);
+    let options = ConnectOptions {
+        mode: LiveMode::Watch,
+        restore: false,
+        replay_bytes: 0,
+        since_seq: None,
+    };
+    let (mut watcher, _ready) = t.handle.connect(options).await.expect("connected");
+    // The watcher reads what there is and is live.
+    let caught_up = tokio::time::timeout(Duration::from_millis(500), watcher.next()).await;
+    assert!(caught_up.is_err(), "nothing new yet: {caught_up:?}");
+    t.fake.output(b"first\r\n");
+    let first = watcher.next().await;
+    assert!(
+        matches!(&first, Some(LiveFrame::Output { data, .. }) if &data[..] == b"first\r\n"),
+        "{first:?}"
+    );
+    // 12 MiB while the watcher reads nothing: more than the live buffer keeps.
+    let mut expected = Vec::new();
+    let mut last = ptyhub_protocol::event::Seq::ZERO;
+    for i in 0..192u8 {
+        let chunk = vec![b'a' + i % 26; 64 * 1024];
+        expected.extend_from_slice(&chunk);
+        last = t.fake.output(&chunk);
+    }
+    let mut applied = t.handle.seq();
+    applied.wait_for(|seq| *seq >= last).await.expect("applied");
+
+    let mut received = Vec::new();
+    let mut lagged = 0;
+    while received.len() < expected.len() {
+        match watcher.next().await.expect("a frame") {
+            LiveFrame::Output { data, .. } => received.extend_from_slice(&data),
+            LiveFrame::Lagged { .. } => lagged += 1,
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+    assert!(lagged >= 1, "the watcher is told it fell behind");
+    assert!(received == expected, "every byte once, in order");
+}
