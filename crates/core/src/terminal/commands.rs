@@ -1,0 +1,260 @@
+//! The running command's life inside the actor: submission once the shell is ready (a new
+//! shell's first prompt, the line editor's bracketed paste), `BUSY` while one runs, the
+//! timeout ladder (`hard_timeout` / `no_change_timeout` press ^C, the group is killed after a
+//! grace, tracking gives up after another), results by id and the jobs' view of them.
+
+use ptyhub_protocol::api::{CommandResult, CommandStatus};
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::holder::HolderRequest;
+use tokio::sync::oneshot;
+use tokio::time::{Duration, Instant};
+
+use super::{
+    Actor, ESCALATION_SIGNAL, ExecRequest, FINISHED_KEPT, FIRST_PROMPT_TIMEOUT, INTERRUPT_GRACE,
+    JobView, PASTE_WAIT, not_running,
+};
+use crate::shell::ShellKind;
+use crate::state_dir;
+use crate::tracker::{ShellPhase, TrackerEvent};
+
+/// An exec that waits for the shell to be ready.
+pub(super) struct PendingExec {
+    pub(super) request: ExecRequest,
+    pub(super) reply: oneshot::Sender<Result<u64, ApiError>>,
+    pub(super) since: Instant,
+}
+
+/// Timers of the running command.
+#[derive(Default)]
+pub(super) struct CommandTimers {
+    hard_deadline: Option<Instant>,
+    no_change: Option<Duration>,
+    interrupted_at: Option<Instant>,
+    killed_at: Option<Instant>,
+}
+
+impl Actor {
+    /// Submits an exec that waited for a new shell's first prompt, once the line editor is
+    /// ready for it (bracketed paste on), or at `force` (a shell without it).
+    pub(super) async fn submit_pending_when_ready(&mut self, force: bool) {
+        let is_ready = self.is_caught_up()
+            && self.tracker.phase() == ShellPhase::Idle
+            && (force || self.kind == ShellKind::Sh || self.tracker.is_bracketed_paste());
+        if is_ready && let Some(pending) = self.pending_exec.take() {
+            let outcome = self.submit(pending.request).await;
+            let _ = pending.reply.send(outcome);
+        }
+    }
+
+    pub(super) fn notify(&mut self, events: &[TrackerEvent]) {
+        for event in events {
+            if let TrackerEvent::Finished(id) = *event {
+                self.timers = CommandTimers::default();
+                let mut result = self.command_result(Some(id));
+                result.output = result.output.map(|o| {
+                    crate::plain_text::truncate_middle(&o, crate::plain_text::TRUNCATE_CHARS)
+                });
+                result.console.clear();
+                self.finished.push_back((id, result));
+                while self.finished.len() > FINISHED_KEPT {
+                    if let Some((old, _)) = self.finished.pop_front() {
+                        self.cancelled.remove(&old);
+                    }
+                }
+                let waiters = std::mem::take(&mut self.waiters);
+                for (wanted, reply) in waiters {
+                    if wanted == id {
+                        let _ = reply.send(self.command_result(Some(id)));
+                    } else {
+                        self.waiters.push((wanted, reply));
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn fail_pending_exec(&mut self) {
+        if let Some(pending) = self.pending_exec.take() {
+            let _ = pending.reply.send(Err(not_running(&self.meta)));
+        }
+    }
+
+    pub(super) async fn exec(
+        &mut self,
+        request: ExecRequest,
+        reply: oneshot::Sender<Result<u64, ApiError>>,
+    ) {
+        if self.is_exited || self.link.is_none() {
+            let _ = reply.send(Err(not_running(&self.meta)));
+            return;
+        }
+        let is_busy = self.pending_exec.is_some()
+            || matches!(
+                self.tracker.phase(),
+                ShellPhase::Running | ShellPhase::Submitted
+            );
+        if is_busy {
+            let _ = reply.send(Err(ApiError::new(
+                ErrorCode::Busy,
+                "Session already has a running command",
+            )));
+            return;
+        }
+        // Wait for the line editor: typed ahead while the shell is between the prompt mark
+        // and its editor, the tty's line discipline would cook the command first.
+        let is_editor_ready = self.kind == ShellKind::Sh
+            || !self.tracker.has_bracketed_paste()
+            || self.tracker.is_bracketed_paste();
+        if !self.is_caught_up() || self.tracker.phase() == ShellPhase::Starting || !is_editor_ready
+        {
+            self.pending_exec = Some(PendingExec {
+                request,
+                reply,
+                since: Instant::now(),
+            });
+            return;
+        }
+        let outcome = self.submit(request).await;
+        let _ = reply.send(outcome);
+    }
+
+    /// Whether the history that existed when the actor connected has been applied.
+    pub(super) fn is_caught_up(&self) -> bool {
+        self.replay_until
+            .is_some_and(|until| self.last_seq >= until)
+    }
+
+    pub(super) async fn submit(&mut self, request: ExecRequest) -> Result<u64, ApiError> {
+        let bytes = self.kind.submission(
+            &request.command,
+            self.tracker.has_bracketed_paste(),
+            self.has_typed_input,
+        );
+        self.has_typed_input = false;
+        let id = self
+            .tracker
+            .submit(&request.command, &self.kind.echoed(&request.command));
+        self.timers = CommandTimers {
+            hard_deadline: request.hard_timeout.map(|t| Instant::now() + t),
+            no_change: request.no_change_timeout,
+            ..CommandTimers::default()
+        };
+        self.last_output_at = Instant::now();
+        self.last_activity = state_dir::unix_now();
+        self.write_input(&bytes, None).await?;
+        Ok(id)
+    }
+
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        let mut deadlines = Vec::new();
+        if let Some(pending) = &self.pending_exec {
+            let fallback = pending.since + PASTE_WAIT;
+            deadlines.push(if fallback > Instant::now() {
+                fallback
+            } else {
+                pending.since + FIRST_PROMPT_TIMEOUT
+            });
+        }
+        if self.tracker.running().is_some() {
+            let t = &self.timers;
+            if let Some(at) = t.killed_at {
+                deadlines.push(at + INTERRUPT_GRACE);
+            } else if let Some(at) = t.interrupted_at {
+                deadlines.push(at + INTERRUPT_GRACE);
+            } else {
+                deadlines.extend(t.hard_deadline);
+                deadlines.extend(t.no_change.map(|d| self.last_output_at + d));
+            }
+        }
+        deadlines.extend(self.close_deadline());
+        deadlines.into_iter().min()
+    }
+
+    pub(super) async fn on_timer(&mut self) {
+        let now = Instant::now();
+        self.on_close_timer(now).await;
+        if let Some(pending) = self
+            .pending_exec
+            .take_if(|p| now >= p.since + FIRST_PROMPT_TIMEOUT)
+        {
+            let _ = pending.reply.send(Err(ApiError::new(
+                ErrorCode::Timeout,
+                "the shell did not show a prompt in time",
+            )));
+        }
+        if self.tracker.running().is_none() {
+            return;
+        }
+        let t = &self.timers;
+        if let Some(killed_at) = t.killed_at {
+            if now >= killed_at + INTERRUPT_GRACE {
+                // Nothing ended it: stop tracking it so the terminal is usable again.
+                let events: Vec<_> = self.tracker.abandon().into_iter().collect();
+                self.notify(&events);
+            }
+        } else if let Some(interrupted_at) = t.interrupted_at {
+            if now >= interrupted_at + INTERRUPT_GRACE {
+                self.timers.killed_at = Some(now);
+                let spare = self.meta.pid;
+                if let Some(link) = self.link.as_mut() {
+                    let request = HolderRequest::Signal {
+                        signal: ESCALATION_SIGNAL.as_raw(),
+                        spare_pgid: spare,
+                    };
+                    if link.send(&request).await.is_ok() {
+                        self.signal_acks.push_back(None);
+                    }
+                }
+            }
+        } else if t.hard_deadline.is_some_and(|d| now >= d) {
+            self.interrupt(CommandStatus::HardTimeout).await;
+        } else if t.no_change.is_some_and(|d| now >= self.last_output_at + d) {
+            self.interrupt(CommandStatus::NoChangeTimeout).await;
+        }
+    }
+
+    /// Presses ^C for a timeout; the command's final status is `status`.
+    pub(super) async fn interrupt(&mut self, status: CommandStatus) {
+        if let Some(record) = self.tracker.current_mut() {
+            record.interrupted_as = Some(status);
+        }
+        self.timers.interrupted_at = Some(Instant::now());
+        let _ = self.write_input(b"\x03", None).await;
+    }
+
+    pub(super) fn job_view(&self, id: u64) -> Option<JobView> {
+        let is_cancel_requested = self.cancelled.contains(&id);
+        if let Some(current) = self.tracker.current().filter(|c| c.id == id) {
+            let result = self.command_result(Some(id));
+            return Some(JobView {
+                output_so_far: current.output(),
+                result,
+                is_cancel_requested,
+            });
+        }
+        let (_, result) = self.finished.iter().find(|(finished, _)| *finished == id)?;
+        Some(JobView {
+            output_so_far: result.output.clone().unwrap_or_default(),
+            result: result.clone(),
+            is_cancel_requested,
+        })
+    }
+
+    pub(super) fn command_result(&self, id: Option<u64>) -> CommandResult {
+        let record = self
+            .tracker
+            .current()
+            .filter(|c| id.is_none_or(|id| id == c.id));
+        let status = record.map_or(CommandStatus::Completed, |c| c.status);
+        CommandResult {
+            session_id: self.meta.id.to_string(),
+            command: record.map(|c| c.command.clone()),
+            status,
+            output: record
+                .filter(|c| !c.status.is_running())
+                .map(|c| c.output()),
+            console: self.tracker.console().cloned().collect(),
+            exit_code: record.and_then(|c| c.exit_code),
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! The actor's side of its backend link: connecting (or replaying the log of a terminal whose
+//! host is gone), applying each line the host sends in `seq` order — events to the tracker,
+//! the screen, the live connections and the query scanner; answers to input, status and
+//! signal requests to whoever waits — and writing input.
+
+use ptyhub_protocol::api::TerminalState;
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::event::{EventKind, Seq};
+use ptyhub_protocol::holder::{HolderLine, HolderMessage, HolderRequest};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::live::LiveEvent;
+use super::{Actor, Foreground, REPLAY_STEP_BYTES, Signaled, not_running};
+use crate::queries::Query;
+use crate::state_dir;
+
+impl Actor {
+    /// Connects to the live holder, or replays the log of a terminal without one.
+    pub(super) async fn attach(&mut self) {
+        if self.meta.state == TerminalState::Running && !self.meta.closed {
+            match self.backend.connect(&self.meta, Seq::ZERO).await {
+                Ok(link) => {
+                    self.link = Some(link.requests);
+                    self.lines = Some(link.lines);
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(id = %self.meta.id, %error, "holder unreachable; replaying its log");
+                }
+            }
+        }
+        self.replay_file();
+        self.mark_gone_if_running();
+    }
+
+    /// Applies what the log holds after the last event applied, a step at a time.
+    pub(super) fn replay_file(&mut self) {
+        let mut reader = self.log.reader(self.last_seq);
+        let mut events = Vec::new();
+        loop {
+            match reader.read(REPLAY_STEP_BYTES, &mut events) {
+                Ok(0) => break,
+                Ok(_) => {
+                    for event in events.drain(..) {
+                        self.apply_event(event.seq, event.ts, event.kind);
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(dir = %self.dir.display(), %error, "cannot read event log");
+                    break;
+                }
+            }
+        }
+    }
+
+    /// A `running` terminal whose holder cannot be reached is in error (its files stay).
+    pub(super) fn mark_gone_if_running(&mut self) {
+        if !self.is_exited && self.meta.state == TerminalState::Running {
+            self.meta.state = TerminalState::Error;
+            self.meta.ended_at = Some(state_dir::unix_now());
+            if let Err(error) = state_dir::write_meta(&self.dir, &self.meta) {
+                tracing::warn!(%error, "cannot write meta.json");
+            }
+        }
+        self.is_exited = true;
+        self.fail_pending_exec();
+        let events = self.tracker.exited(None, None);
+        self.notify(&events);
+    }
+
+    pub(super) async fn holder_gone(&mut self) {
+        self.link = None;
+        self.lines = None;
+        for ack in self.input_acks.drain(..).flatten() {
+            let _ = ack.send(Err(not_running(&self.meta)));
+        }
+        for ack in self.status_acks.drain(..) {
+            let _ = ack.send(None);
+        }
+        for ack in self.signal_acks.drain(..).flatten() {
+            let _ = ack.send(Err(not_running(&self.meta)));
+        }
+        if let Ok(meta) = state_dir::read_meta(&self.dir) {
+            self.meta.state = meta.state;
+            self.meta.cwd = meta.cwd;
+            self.meta.exit_code = meta.exit_code;
+            self.meta.signal = meta.signal;
+            self.meta.ended_at = meta.ended_at;
+        }
+        // Pick up anything the holder wrote after the stream ended.
+        self.replay_file();
+        self.mark_gone_if_running();
+        self.finish_closing();
+    }
+
+    pub(super) async fn apply_line(&mut self, line: HolderLine) {
+        match line {
+            HolderLine::Event(event) => self.apply_event(event.seq, event.ts, event.kind),
+            HolderLine::Message(HolderMessage::Hello { last_seq, .. }) => {
+                self.replay_until = Some(last_seq);
+            }
+            HolderLine::Message(HolderMessage::InputResult { accepted, error }) => {
+                if let Some(Some(ack)) = self.input_acks.pop_front() {
+                    let outcome = if accepted {
+                        Ok(())
+                    } else {
+                        Err(ApiError::new(
+                            ErrorCode::Busy,
+                            error.unwrap_or_else(|| "input refused".to_owned()),
+                        ))
+                    };
+                    let _ = ack.send(outcome);
+                }
+            }
+            HolderLine::Message(HolderMessage::Status(status)) => {
+                if let Some(ack) = self.status_acks.pop_front() {
+                    let _ = ack.send(Foreground::from_status(status));
+                }
+            }
+            HolderLine::Message(HolderMessage::Signaled {
+                pgid,
+                program,
+                error,
+            }) => {
+                if let Some(Some(ack)) = self.signal_acks.pop_front() {
+                    let outcome = match (pgid, error) {
+                        (Some(pgid), None) => Ok(Signaled {
+                            pgid,
+                            program,
+                            is_shell: self.meta.pid == Some(pgid),
+                        }),
+                        (None, _) => Err(not_running(&self.meta)),
+                        (Some(_), Some(error)) => Err(ApiError::internal(format!(
+                            "cannot signal the foreground group: {error}"
+                        ))),
+                    };
+                    let _ = ack.send(outcome);
+                }
+            }
+            HolderLine::Message(HolderMessage::Error { message }) => {
+                tracing::warn!(id = %self.meta.id, %message, "holder error");
+            }
+        }
+        if !self.query_answers.is_empty() {
+            let answers = std::mem::take(&mut self.query_answers);
+            let _ = self.write_input(&answers, None).await;
+        }
+        self.submit_pending_when_ready(false).await;
+    }
+
+    pub(super) fn apply_event(&mut self, seq: Seq, ts: f64, kind: EventKind) {
+        if seq <= self.last_seq {
+            return;
+        }
+        self.last_seq = seq;
+        let mut queries = Vec::new();
+        let published = match kind {
+            EventKind::Output { data } => {
+                let events = self.tracker.feed(&data);
+                self.last_output_at = Instant::now();
+                self.last_activity = ts as u64;
+                self.notify(&events);
+                self.queries.feed(&data, |query| queries.push(query));
+                LiveEvent::Output {
+                    seq,
+                    data: bytes::Bytes::from(data),
+                }
+            }
+            EventKind::Resize { cols, rows } => {
+                self.meta.cols = cols;
+                self.meta.rows = rows;
+                LiveEvent::Resize { seq, cols, rows }
+            }
+            EventKind::Start {
+                instance,
+                pid,
+                cols,
+                rows,
+                ..
+            } => {
+                self.is_exited = false;
+                self.meta.instance = instance;
+                self.meta.pid = Some(pid);
+                self.meta.cols = cols;
+                self.meta.rows = rows;
+                self.tracker.restarted();
+                LiveEvent::Other { seq }
+            }
+            EventKind::Exit { exit_code, signal } => {
+                self.is_exited = true;
+                self.meta.exit_code = exit_code;
+                self.meta.signal = signal;
+                self.meta.state = TerminalState::Exited;
+                let events = self.tracker.exited(exit_code, signal);
+                self.notify(&events);
+                self.fail_pending_exec();
+                LiveEvent::Exit {
+                    seq,
+                    exit_code,
+                    signal,
+                }
+            }
+            _ => LiveEvent::Other { seq },
+        };
+        if !queries.is_empty() && self.is_caught_up() {
+            // Before any connection can see the query (and answer it).
+            self.live.note_query();
+        }
+        self.live.publish(published);
+        self.screen.advance_to(seq);
+        if !queries.is_empty() {
+            self.answer_queries(&queries);
+        }
+        let _ = self.seq_tx.send(seq);
+    }
+
+    /// A program asked the terminal something: with no writer connected to answer, ptyhub
+    /// answers from its screen (never for history being replayed).
+    pub(super) fn answer_queries(&mut self, queries: &[Query]) {
+        if !self.is_caught_up() || self.live.writers() > 0 {
+            return;
+        }
+        let (row, col) = self.screen.read(crate::screen::Screen::cursor);
+        for query in queries {
+            self.query_answers
+                .extend_from_slice(&query.answer(row, col));
+        }
+    }
+
+    /// Sends bytes to the PTY. `ack` (a client's input request) is answered once the holder
+    /// has accepted or refused them; an error here is also sent to `ack`.
+    pub(super) async fn write_input(
+        &mut self,
+        data: &[u8],
+        ack: Option<oneshot::Sender<Result<(), ApiError>>>,
+    ) -> Result<(), ApiError> {
+        let sent = match self.link.as_mut() {
+            Some(link) if !self.is_exited => link
+                .send(&HolderRequest::Input {
+                    data: data.to_vec(),
+                })
+                .await
+                .map_err(|e| {
+                    ApiError::new(ErrorCode::SessionNotRunning, format!("holder link: {e}"))
+                }),
+            _ => Err(not_running(&self.meta)),
+        };
+        match &sent {
+            Ok(()) => {
+                self.last_activity = state_dir::unix_now();
+                self.input_acks.push_back(ack);
+            }
+            Err(error) => {
+                if let Some(ack) = ack {
+                    let _ = ack.send(Err(error.clone()));
+                }
+            }
+        }
+        sent
+    }
+}
