@@ -212,7 +212,11 @@ fn last_seq(recording: &Recording) -> Seq {
 /// The screen the actor's [`SharedScreen`] shows once it has applied the log up to `seq`.
 fn screen_at(recording: &Recording, seq: Seq) -> Value {
     let terminal = &recording.terminal;
-    let screen = SharedScreen::new(&recording.dir, terminal.cols, terminal.rows);
+    let screen = SharedScreen::new(
+        &ptyhub_core::event_log::TerminalLog::in_dir(&recording.dir),
+        terminal.cols,
+        terminal.rows,
+    );
     screen.advance_to(seq);
     serde_json::to_value(screen.view()).unwrap_or_else(|e| panic!("{e}"))
 }
