@@ -38,7 +38,7 @@ pub fn load_or_create_token(state: &Path) -> anyhow::Result<String> {
             return Ok(token);
         }
     }
-    let token = ptyhub_core::registry::random_token(40);
+    let token = ptyhub_core::secret::random_token(40);
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

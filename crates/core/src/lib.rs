@@ -15,13 +15,16 @@
 //! - [`terminal`]: the server-side actor per terminal and its [`terminal::TerminalHandle`];
 //! - [`exec`]: exec, the main use case: its defaults, `exec_dir`, `async`, timeouts,
 //!   truncation, and the submit-and-wait flow every transport only translates;
-//! - [`registry`]: the set of terminals, creation, discovery after a restart, owners;
+//! - [`registry`]: the set of terminals by owner, the live limit, discovery after a restart;
+//! - [`creation`]: a client's request checked and turned into a running terminal;
+//! - [`secret`]: random nonces and tokens;
 //! - [`process`]: process facts from `/proc` and signals, for the holder side of the seam;
 //! - [`screen_worker`]: the background thread that brings every screen up to its log;
 //! - [`queries`]: terminal queries in output and their answers in input (one answer reaches
 //!   the program).
 
 pub mod backend;
+pub mod creation;
 pub mod event_log;
 pub mod exec;
 pub mod holder;
@@ -32,6 +35,7 @@ pub mod queries;
 pub mod registry;
 pub mod screen;
 pub mod screen_worker;
+pub mod secret;
 pub mod shell;
 pub mod state_dir;
 pub mod terminal;

@@ -1,24 +1,25 @@
-//! The set of terminals the server knows, by owner and id: creation (directory, meta, shell
-//! integration, holder), lookup with exact-owner visibility, listing, closing, and rediscovery
-//! from the state directory after a restart.
+//! The set of terminals the server knows, by owner and id: lookup with exact-owner
+//! visibility (an owner's key is part of every lookup, so another owner's terminal answers
+//! exactly as an absent one), the live limit (LRU), the idle reaper, listing, closing, event
+//! pages, and rediscovery from the state directory after a restart. How a terminal is made is
+//! [`crate::creation`]'s.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ptyhub_protocol::api::{CloseResponse, EventsResponse, TerminalInfo, TerminalState};
+use ptyhub_protocol::api::{CloseResponse, EventsResponse, TerminalInfo};
 use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::event::Seq;
-use ptyhub_protocol::ids::{Name, TermSize, TerminalId};
-use rand::Rng;
+use ptyhub_protocol::ids::TerminalId;
 use tokio::sync::Mutex;
 
 use crate::backend::{Backend, TerminalLog};
+pub use crate::creation::CreateSpec;
+use crate::creation::{Placement, Plan};
 use crate::event_log::EVENT_LOG_KEEP_BYTES;
-use crate::holder::HolderSpec;
-use crate::shell;
-use crate::state_dir::{self, StateDir, TerminalMeta};
+use crate::state_dir::{self, StateDir};
 use crate::terminal::TerminalHandle;
 
 /// Most events one `events` page returns.
@@ -73,20 +74,6 @@ pub struct Stats {
     pub idle: usize,
     pub max: usize,
     pub idle_close_secs: u64,
-}
-
-/// What a client asks for when it creates a terminal.
-#[derive(Clone, Debug, Default)]
-pub struct CreateSpec {
-    pub id: Option<TerminalId>,
-    pub agent: Option<Name>,
-    pub session: Option<Name>,
-    pub cwd: Option<String>,
-    pub size: Option<TermSize>,
-    pub env: BTreeMap<String, String>,
-    pub shell: Option<String>,
-    /// Lives and dies with one connection (`/v2/pty/ws`): never listed.
-    pub anonymous: bool,
 }
 
 struct Entry {
@@ -345,17 +332,8 @@ impl Registry {
         owner: &str,
         spec: CreateSpec,
     ) -> Result<(TerminalHandle, bool), ApiError> {
-        let size = spec.size.unwrap_or(TermSize::DEFAULT);
-        let cwd = resolve_cwd(spec.cwd.as_deref())?;
-        let program = resolve_shell(spec.shell.as_deref())?;
-        validate_env(&spec.env)?;
-        let agent = spec.agent.clone().unwrap_or_else(Name::default_name);
-        let session = spec.session.clone().unwrap_or_else(Name::default_name);
-        let id = match (&spec.id, &spec.agent) {
-            (Some(id), _) => id.clone(),
-            (None, Some(_)) => TerminalId::for_agent(&agent, &session)?,
-            (None, None) => TerminalId::parse(&format!("t-{}", random_token(12)))?,
-        };
+        let plan = Plan::new(spec)?;
+        let (id, agent, session) = (plan.id.clone(), plan.agent.clone(), plan.session.clone());
 
         // Creations are serialized among themselves (an id is created once); lookups and
         // lists never wait for a holder to start.
@@ -398,75 +376,24 @@ impl Registry {
                 (dir, 1, agent, session, state_dir::unix_now())
             }
         };
-        state_dir::create_private_dir(&dir)
-            .map_err(|e| ApiError::internal(format!("cannot create {}: {e}", dir.display())))?;
-
-        let nonce = random_token(24);
-        let launch = shell::prepare(&program, &nonce, &self.config.runtime_dir)
-            .map_err(|e| ApiError::internal(format!("cannot write shell integration: {e}")))?;
-        let socket = self
-            .config
-            .runtime_dir
-            .join(format!("h-{}.sock", &nonce[..16]));
-        let mut command = vec![launch.program.clone()];
-        command.extend(launch.args.iter().cloned());
-        let meta = TerminalMeta {
-            id: id.clone(),
-            agent,
-            session,
-            owner: owner.to_owned(),
-            cwd: cwd.clone(),
-            command,
-            state: TerminalState::Created,
-            socket: socket.to_string_lossy().into_owned(),
-            created_at,
-            instance,
-            cols: size.cols,
-            rows: size.rows,
-            shell: launch.kind.as_str().to_owned(),
-            holder_pid: None,
-            pid: None,
-            exit_code: None,
-            signal: None,
-            ended_at: None,
-            closed: false,
-            integration_nonce: nonce,
-            anonymous: spec.anonymous,
-            backend: ptyhub_protocol::api::BackendKind::Native,
-        };
-        state_dir::write_meta(&dir, &meta)
-            .map_err(|e| ApiError::internal(format!("cannot write meta.json: {e}")))?;
-        let holder_spec = HolderSpec {
-            dir: dir.clone(),
-            socket,
-            program: launch.program.clone(),
-            args: launch.args.clone(),
-            env: shell_env(&id, &spec.env, &launch.env),
-            cwd: PathBuf::from(&cwd),
-            cols: size.cols,
-            rows: size.rows,
-            event_log_keep: self.config.limits.event_log_keep,
-        };
-        if let Err(error) = self.config.backend.launch(&holder_spec).await {
-            for file in &launch.files {
-                let _ = std::fs::remove_file(file).or_else(|_| std::fs::remove_dir_all(file));
-            }
-            let mut failed = meta;
-            failed.state = TerminalState::Error;
-            failed.closed = true;
-            let _ = state_dir::write_meta(&dir, &failed);
-            return Err(ApiError::new(
-                ErrorCode::BackendUnavailable,
-                format!("cannot start the terminal: {error}"),
-            ));
-        }
-        let meta = state_dir::read_meta(&dir)
-            .map_err(|e| ApiError::internal(format!("cannot read meta.json: {e}")))?;
+        let meta = plan
+            .start(
+                owner,
+                Placement {
+                    dir: dir.clone(),
+                    instance,
+                    agent,
+                    session,
+                    created_at,
+                },
+                &self.config,
+            )
+            .await?;
         let handle = TerminalHandle::spawn(dir.clone(), meta, Arc::clone(&self.config.backend));
         self.entries
             .lock()
             .await
-            .insert(key, Entry::new(Some(handle.clone()), dir, spec.anonymous));
+            .insert(key, Entry::new(Some(handle.clone()), dir, plan.anonymous));
         Ok((handle, true))
     }
 
@@ -564,115 +491,4 @@ fn closed_info(dir: &Path, log: &TerminalLog) -> Option<TerminalInfo> {
     let last_seq = log.newest_seq().ok().flatten().unwrap_or(Seq::ZERO);
     let last_activity = meta.ended_at.unwrap_or(meta.created_at);
     Some(meta.info(last_activity, None, last_seq))
-}
-
-/// A random token of letters and digits.
-pub fn random_token(len: usize) -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut rng = rand::rng();
-    (0..len)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
-        .collect()
-}
-
-fn resolve_cwd(cwd: Option<&str>) -> Result<String, ApiError> {
-    let cwd = match cwd {
-        Some(cwd) => cwd.to_owned(),
-        None => std::env::var("HOME").unwrap_or_else(|_| "/".to_owned()),
-    };
-    let path = Path::new(&cwd);
-    if !path.is_absolute() {
-        return Err(ApiError::invalid(format!(
-            "cwd must be an absolute path, not {cwd:?}"
-        )));
-    }
-    if !path.is_dir() {
-        return Err(ApiError::invalid(format!(
-            "cwd {cwd:?} is not an existing directory"
-        )));
-    }
-    Ok(cwd)
-}
-
-/// The shell to run: the one asked for (on `PATH` or absolute), else the user's login shell,
-/// else `bash`, else `sh`.
-fn resolve_shell(shell: Option<&str>) -> Result<String, ApiError> {
-    if let Some(shell) = shell {
-        return find_program(shell).ok_or_else(|| {
-            ApiError::invalid(format!("shell {shell:?} is not an executable program"))
-        });
-    }
-    login_shell()
-        .and_then(|s| find_program(&s))
-        .or_else(|| find_program("bash"))
-        .or_else(|| find_program("sh"))
-        .ok_or_else(|| ApiError::new(ErrorCode::BackendUnavailable, "no shell found"))
-}
-
-/// The shell a terminal gets when the client names none.
-pub fn default_shell() -> Option<String> {
-    resolve_shell(None).ok()
-}
-
-fn find_program(name: &str) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt;
-    let is_exec = |p: &Path| {
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if name.contains('/') {
-        let path = Path::new(name);
-        return (path.is_absolute() && is_exec(path)).then(|| name.to_owned());
-    }
-    if name.is_empty() {
-        return None;
-    }
-    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".to_owned());
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| is_exec(p))
-        .map(|p| p.to_string_lossy().into_owned())
-}
-
-fn login_shell() -> Option<String> {
-    let uid = rustix::process::getuid().as_raw().to_string();
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split(':').collect();
-        (fields.len() >= 7 && fields[2] == uid && !fields[6].is_empty())
-            .then(|| fields[6].to_owned())
-    })
-}
-
-fn validate_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
-    for (key, value) in env {
-        let key_ok = !key.is_empty() && !key.contains(['=', '\0']) && key.len() <= 1024;
-        if !key_ok || value.contains('\0') || value.len() > 128 * 1024 {
-            return Err(ApiError::invalid(format!(
-                "invalid environment variable {:?}",
-                ptyhub_protocol::ids::truncate_for_message(key)
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The shell's environment: the server's own without ptyhub's settings, a capable `TERM`, the
-/// integration's variables, and the client's.
-fn shell_env(
-    id: &TerminalId,
-    extra: &BTreeMap<String, String>,
-    integration: &[(String, String)],
-) -> Vec<(String, String)> {
-    let mut env: BTreeMap<String, String> = std::env::vars()
-        .filter(|(k, _)| !k.starts_with("PTYHUB_") && k != "ZDOTDIR" && k != "ENV")
-        .collect();
-    env.insert("TERM".to_owned(), "xterm-256color".to_owned());
-    env.insert("COLORTERM".to_owned(), "truecolor".to_owned());
-    env.entry("LANG".to_owned())
-        .or_insert_with(|| "C.UTF-8".to_owned());
-    env.insert("PTYHUB_TERMINAL_ID".to_owned(), id.to_string());
-    env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
-    env.extend(integration.iter().cloned());
-    env.into_iter().collect()
 }

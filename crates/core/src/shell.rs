@@ -227,6 +227,65 @@ PS1='$(printf "\033]133;D;%s;k=%s\007\033]133;A;k=%s\007" "$?" "$__ptyhub_k" "$_
     )
 }
 
+// Which shell a terminal runs.
+
+/// The shell to run: the one asked for (on `PATH` or absolute), else the user's login shell,
+/// else `bash`, else `sh`.
+pub fn resolve_shell(shell: Option<&str>) -> Result<String, ptyhub_protocol::error::ApiError> {
+    if let Some(shell) = shell {
+        return find_program(shell).ok_or_else(|| {
+            ptyhub_protocol::error::ApiError::invalid(format!(
+                "shell {shell:?} is not an executable program"
+            ))
+        });
+    }
+    login_shell()
+        .and_then(|s| find_program(&s))
+        .or_else(|| find_program("bash"))
+        .or_else(|| find_program("sh"))
+        .ok_or_else(|| {
+            ptyhub_protocol::error::ApiError::new(
+                ptyhub_protocol::error::ErrorCode::BackendUnavailable,
+                "no shell found",
+            )
+        })
+}
+
+/// The shell a terminal gets when the client names none.
+pub fn default_shell() -> Option<String> {
+    resolve_shell(None).ok()
+}
+
+fn find_program(name: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exec = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        let path = Path::new(name);
+        return (path.is_absolute() && is_exec(path)).then(|| name.to_owned());
+    }
+    if name.is_empty() {
+        return None;
+    }
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".to_owned());
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| is_exec(p))
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+fn login_shell() -> Option<String> {
+    let uid = rustix::process::getuid().as_raw().to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() >= 7 && fields[2] == uid && !fields[6].is_empty())
+            .then(|| fields[6].to_owned())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -169,8 +169,8 @@ fn insert_bounded(
         };
         map.remove(&oldest);
     }
-    let id = ptyhub_core::registry::random_token(ID_CHARS);
-    let secret = ptyhub_core::registry::random_token(SECRET_CHARS);
+    let id = ptyhub_core::secret::random_token(ID_CHARS);
+    let secret = ptyhub_core::secret::random_token(SECRET_CHARS);
     let value = format!("{id}.{secret}");
     map.insert(
         id,

@@ -594,7 +594,7 @@ async fn terminal_url(
 /// What this server's terminals can do (seed 000: `exec.pty` for a POSIX shell).
 #[utoipa::path(get, path = "/v1/capabilities", tag = "v1", operation_id = "v1_capabilities", responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn capabilities(State(_state): State<AppState>) -> Answer<serde_json::Value> {
-    let shell = ptyhub_core::registry::default_shell().unwrap_or_default();
+    let shell = ptyhub_core::shell::default_shell().unwrap_or_default();
     ok(
         "Capabilities",
         serde_json::json!({

@@ -304,7 +304,7 @@ async fn version() -> Json<Envelope<serde_json::Value>> {
 
 #[utoipa::path(get, path = "/v2/backends", tag = "v2", operation_id = "v2_backends", responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn backends() -> Json<Envelope<serde_json::Value>> {
-    let shell = ptyhub_core::registry::default_shell();
+    let shell = ptyhub_core::shell::default_shell();
     let status = if shell.is_some() { "ready" } else { "failed" };
     Json(Envelope::ok(
         "Backends",

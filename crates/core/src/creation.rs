@@ -1,0 +1,212 @@
+//! Turning what a client asks for ([`CreateSpec`]) into a running terminal: the checks (the
+//! working directory, the environment, the shell), the id, and then the terminal directory,
+//! its shell integration, `meta.json` and the launch through the backend, undone when the
+//! launch fails. The registry decides *whether* to create (an id exists once, the live
+//! limit); this module knows *how*.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::ids::{Name, TermSize, TerminalId};
+
+use crate::holder::HolderSpec;
+use crate::registry::RegistryConfig;
+use crate::secret::random_token;
+use crate::shell;
+use crate::state_dir::{self, TerminalMeta, TerminalState};
+
+/// What a client asks for when it creates a terminal.
+#[derive(Clone, Debug, Default)]
+pub struct CreateSpec {
+    pub id: Option<TerminalId>,
+    pub agent: Option<Name>,
+    pub session: Option<Name>,
+    pub cwd: Option<String>,
+    pub size: Option<TermSize>,
+    pub env: BTreeMap<String, String>,
+    pub shell: Option<String>,
+    /// Lives and dies with one connection (`/v2/pty/ws`): never listed.
+    pub anonymous: bool,
+}
+
+/// A checked request: everything the terminal will be, before anything exists.
+pub(crate) struct Plan {
+    pub(crate) id: TerminalId,
+    pub(crate) agent: Name,
+    pub(crate) session: Name,
+    pub(crate) anonymous: bool,
+    cwd: String,
+    program: String,
+    size: TermSize,
+    env: BTreeMap<String, String>,
+}
+
+/// Where a new instance goes: a new directory, or a closed terminal's own (reopened with the
+/// same id, it keeps its history and its names).
+pub(crate) struct Placement {
+    pub(crate) dir: PathBuf,
+    pub(crate) instance: u32,
+    pub(crate) agent: Name,
+    pub(crate) session: Name,
+    pub(crate) created_at: u64,
+}
+
+impl Plan {
+    /// Checks `spec` and settles the id; creates nothing.
+    pub(crate) fn new(spec: CreateSpec) -> Result<Self, ApiError> {
+        let size = spec.size.unwrap_or(TermSize::DEFAULT);
+        let cwd = resolve_cwd(spec.cwd.as_deref())?;
+        let program = shell::resolve_shell(spec.shell.as_deref())?;
+        validate_env(&spec.env)?;
+        let agent = spec.agent.clone().unwrap_or_else(Name::default_name);
+        let session = spec.session.clone().unwrap_or_else(Name::default_name);
+        let id = match (&spec.id, &spec.agent) {
+            (Some(id), _) => id.clone(),
+            (None, Some(_)) => TerminalId::for_agent(&agent, &session)?,
+            (None, None) => TerminalId::parse(&format!("t-{}", random_token(12)))?,
+        };
+        Ok(Self {
+            id,
+            agent,
+            session,
+            anonymous: spec.anonymous,
+            cwd,
+            program,
+            size,
+            env: spec.env,
+        })
+    }
+
+    /// Writes the terminal's files and launches it; answers with its `meta.json` as the
+    /// running terminal has it. A failed launch leaves the directory marked `error` (and
+    /// closed), with its integration files removed.
+    pub(crate) async fn start(
+        &self,
+        owner: &str,
+        placement: Placement,
+        config: &RegistryConfig,
+    ) -> Result<TerminalMeta, ApiError> {
+        let Placement {
+            dir,
+            instance,
+            agent,
+            session,
+            created_at,
+        } = placement;
+        let (id, cwd, size) = (&self.id, &self.cwd, self.size);
+        state_dir::create_private_dir(&dir)
+            .map_err(|e| ApiError::internal(format!("cannot create {}: {e}", dir.display())))?;
+
+        let nonce = random_token(24);
+        let launch = shell::prepare(&self.program, &nonce, &config.runtime_dir)
+            .map_err(|e| ApiError::internal(format!("cannot write shell integration: {e}")))?;
+        let socket = config.runtime_dir.join(format!("h-{}.sock", &nonce[..16]));
+        let mut command = vec![launch.program.clone()];
+        command.extend(launch.args.iter().cloned());
+        let meta = TerminalMeta {
+            id: id.clone(),
+            agent,
+            session,
+            owner: owner.to_owned(),
+            cwd: cwd.clone(),
+            command,
+            state: TerminalState::Created,
+            socket: socket.to_string_lossy().into_owned(),
+            created_at,
+            instance,
+            cols: size.cols,
+            rows: size.rows,
+            shell: launch.kind.as_str().to_owned(),
+            holder_pid: None,
+            pid: None,
+            exit_code: None,
+            signal: None,
+            ended_at: None,
+            closed: false,
+            integration_nonce: nonce,
+            anonymous: self.anonymous,
+            backend: config.backend.kind(),
+        };
+        state_dir::write_meta(&dir, &meta)
+            .map_err(|e| ApiError::internal(format!("cannot write meta.json: {e}")))?;
+        let holder_spec = HolderSpec {
+            dir: dir.clone(),
+            socket,
+            program: launch.program.clone(),
+            args: launch.args.clone(),
+            env: shell_env(id, &self.env, &launch.env),
+            cwd: PathBuf::from(&cwd),
+            cols: size.cols,
+            rows: size.rows,
+            event_log_keep: config.limits.event_log_keep,
+        };
+        if let Err(error) = config.backend.launch(&holder_spec).await {
+            for file in &launch.files {
+                let _ = std::fs::remove_file(file).or_else(|_| std::fs::remove_dir_all(file));
+            }
+            let mut failed = meta;
+            failed.state = TerminalState::Error;
+            failed.closed = true;
+            let _ = state_dir::write_meta(&dir, &failed);
+            return Err(ApiError::new(
+                ErrorCode::BackendUnavailable,
+                format!("cannot start the terminal: {error}"),
+            ));
+        }
+        state_dir::read_meta(&dir)
+            .map_err(|e| ApiError::internal(format!("cannot read meta.json: {e}")))
+    }
+}
+
+fn resolve_cwd(cwd: Option<&str>) -> Result<String, ApiError> {
+    let cwd = match cwd {
+        Some(cwd) => cwd.to_owned(),
+        None => std::env::var("HOME").unwrap_or_else(|_| "/".to_owned()),
+    };
+    let path = Path::new(&cwd);
+    if !path.is_absolute() {
+        return Err(ApiError::invalid(format!(
+            "cwd must be an absolute path, not {cwd:?}"
+        )));
+    }
+    if !path.is_dir() {
+        return Err(ApiError::invalid(format!(
+            "cwd {cwd:?} is not an existing directory"
+        )));
+    }
+    Ok(cwd)
+}
+
+fn validate_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    for (key, value) in env {
+        let key_ok = !key.is_empty() && !key.contains(['=', '\0']) && key.len() <= 1024;
+        if !key_ok || value.contains('\0') || value.len() > 128 * 1024 {
+            return Err(ApiError::invalid(format!(
+                "invalid environment variable {:?}",
+                ptyhub_protocol::ids::truncate_for_message(key)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The shell's environment: the server's own without ptyhub's settings, a capable `TERM`, the
+/// integration's variables, and the client's.
+fn shell_env(
+    id: &TerminalId,
+    extra: &BTreeMap<String, String>,
+    integration: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut env: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| !k.starts_with("PTYHUB_") && k != "ZDOTDIR" && k != "ENV")
+        .collect();
+    env.insert("TERM".to_owned(), "xterm-256color".to_owned());
+    env.insert("COLORTERM".to_owned(), "truecolor".to_owned());
+    env.entry("LANG".to_owned())
+        .or_insert_with(|| "C.UTF-8".to_owned());
+    env.insert("PTYHUB_TERMINAL_ID".to_owned(), id.to_string());
+    env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.extend(integration.iter().cloned());
+    env.into_iter().collect()
+}
