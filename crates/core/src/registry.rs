@@ -492,3 +492,6 @@ fn closed_info(dir: &Path, log: &TerminalLog) -> Option<TerminalInfo> {
     let last_activity = meta.ended_at.unwrap_or(meta.created_at);
     Some(meta.info(last_activity, None, last_seq))
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,9 +1,12 @@
-//! A backend that starts no process, for the actor's and the registry's unit tests: it plays
-//! the holder's part on a real event log in a temporary directory. A test writes events
-//! ([`FakeBackend::output`], [`FakeBackend::exit`]); they are appended to the log and sent to
-//! the connected actor, as a holder would. Every request the actor makes is recorded, and
-//! input, status and signal requests are answered as a holder answers them.
+//! A backend that starts no process, for the actor's and the registry's unit tests: each
+//! terminal's host ([`FakeHost`]) plays the holder's part on a real event log in a temporary
+//! directory. A test writes events ([`FakeHost::output`], [`FakeHost::exit`]); they are
+//! appended to the log and sent to the connected actor, as a holder would. Every request the
+//! actor makes is recorded, and input, status and signal requests are answered as a holder
+//! answers them. Hosts are found by the terminal's socket path, as the native backend finds
+//! its holders; [`Backend::launch`] makes a new host that is running at once.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -22,9 +25,17 @@ use crate::state_dir::TerminalMeta;
 /// The pid the fake's shell has (the fake's facts are made up, never looked up).
 pub const FAKE_SHELL_PID: u32 = 4242;
 
-/// A fake host for the terminal kept in one directory.
-#[derive(Clone)]
+/// Fake hosts by socket path.
+#[derive(Clone, Default)]
 pub struct FakeBackend {
+    hosts: Arc<Mutex<HashMap<String, FakeHost>>>,
+    /// Launches fail, as when no holder can start.
+    is_launch_refused: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The fake host of the terminal kept in one directory.
+#[derive(Clone)]
+pub struct FakeHost {
     host: Arc<Mutex<Host>>,
 }
 
@@ -43,8 +54,37 @@ struct Host {
 }
 
 impl FakeBackend {
+    /// The host of the terminal kept in `dir`, made (with its log) the first time; its socket
+    /// path is the directory's.
+    pub fn host(&self, dir: &Path) -> std::io::Result<FakeHost> {
+        let mut hosts = self.hosts.lock().expect("the fake's lock");
+        let key = dir.to_string_lossy().into_owned();
+        if let Some(host) = hosts.get(&key) {
+            return Ok(host.clone());
+        }
+        let host = FakeHost::new(dir)?;
+        hosts.insert(key, host.clone());
+        Ok(host)
+    }
+
+    /// Makes later launches fail.
+    pub fn refuse_launches(&self) {
+        self.is_launch_refused
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn find(&self, socket: &str) -> Option<FakeHost> {
+        self.hosts
+            .lock()
+            .expect("the fake's lock")
+            .get(socket)
+            .cloned()
+    }
+}
+
+impl FakeHost {
     /// A fake host for the terminal directory `dir` (its log is created there).
-    pub fn new(dir: &Path) -> std::io::Result<Self> {
+    fn new(dir: &Path) -> std::io::Result<Self> {
         let log = EventLog::open(dir, crate::event_log::EVENT_LOG_KEEP_BYTES)?;
         Ok(Self {
             host: Arc::new(Mutex::new(Host {
@@ -136,6 +176,7 @@ impl FakeBackend {
 
     /// A `meta.json` record of a running bash terminal hosted here.
     pub fn meta(&self, nonce: &str) -> TerminalMeta {
+        let socket = self.host().dir.to_string_lossy().into_owned();
         let id = ptyhub_protocol::ids::TerminalId::parse("fake-1").expect("a valid id");
         TerminalMeta {
             id,
@@ -145,7 +186,7 @@ impl FakeBackend {
             cwd: "/".to_owned(),
             command: vec!["bash".to_owned()],
             state: crate::state_dir::TerminalState::Running,
-            socket: String::new(),
+            socket,
             created_at: 0,
             instance: 1,
             cols: 80,
@@ -254,17 +295,68 @@ impl Backend for FakeBackend {
         BackendKind::Native
     }
 
-    fn launch<'a>(&'a self, _spec: &'a HolderSpec) -> BoxFuture<'a, Result<(), LaunchError>> {
-        Box::pin(std::future::ready(Err(LaunchError::new(
-            "the fake backend starts no process",
-        ))))
+    fn launch<'a>(&'a self, spec: &'a HolderSpec) -> BoxFuture<'a, Result<(), LaunchError>> {
+        if self
+            .is_launch_refused
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return Box::pin(std::future::ready(Err(LaunchError::new(
+                "no host can start",
+            ))));
+        }
+        let launched = self
+            .host(&spec.dir)
+            .map_err(|e| LaunchError::new(e.to_string()))
+            .and_then(|host| {
+                let mut meta = crate::state_dir::read_meta(&spec.dir)
+                    .map_err(|e| LaunchError::new(e.to_string()))?;
+                meta.state = crate::state_dir::TerminalState::Running;
+                meta.holder_pid = Some(1);
+                meta.pid = Some(FAKE_SHELL_PID);
+                // The host is found by its socket path, which is the directory's.
+                meta.socket = spec.dir.to_string_lossy().into_owned();
+                crate::state_dir::write_meta(&spec.dir, &meta)
+                    .map_err(|e| LaunchError::new(e.to_string()))?;
+                host.emit(EventKind::Start {
+                    instance: meta.instance,
+                    pid: FAKE_SHELL_PID,
+                    command: meta.command.clone(),
+                    cols: spec.cols,
+                    rows: spec.rows,
+                });
+                Ok(())
+            });
+        Box::pin(std::future::ready(launched))
     }
 
     fn connect<'a>(
         &'a self,
-        _meta: &'a TerminalMeta,
+        meta: &'a TerminalMeta,
         after: Seq,
     ) -> BoxFuture<'a, std::io::Result<BackendLink>> {
+        let link = match self.find(&meta.socket) {
+            Some(host) => Ok(host.connect(after)),
+            None => Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+        };
+        Box::pin(std::future::ready(link))
+    }
+
+    fn log(&self, dir: &Path) -> TerminalLog {
+        TerminalLog::in_dir(dir)
+    }
+
+    fn kill(&self, meta: &TerminalMeta) {
+        if let Some(host) = self.find(&meta.socket) {
+            let mut host = host.host();
+            host.kills += 1;
+            host.lines = None;
+        }
+    }
+}
+
+impl FakeHost {
+    /// Connects an actor: the kept history after `after`, then live events.
+    fn connect(&self, after: Seq) -> BackendLink {
         let mut host = self.host();
         let (tx, rx) = mpsc::unbounded_channel();
         host.connects += 1;
@@ -273,28 +365,16 @@ impl Backend for FakeBackend {
             holder_pid: 1,
             last_seq: host.log.last_seq(),
         }));
-        // The kept history first, then live events, as a holder streams them.
         let _ = TerminalLog::in_dir(&host.dir).read_events(after, |event| {
             let _ = tx.send(HolderLine::Event(event));
         });
         host.lines = Some(tx);
         drop(host);
-        let link = BackendLink {
+        BackendLink {
             requests: Box::new(FakeRequests {
                 host: Arc::clone(&self.host),
             }),
             lines: Box::new(FakeLines { lines: rx }),
-        };
-        Box::pin(std::future::ready(Ok(link)))
-    }
-
-    fn log(&self, dir: &Path) -> TerminalLog {
-        TerminalLog::in_dir(dir)
-    }
-
-    fn kill(&self, _meta: &TerminalMeta) {
-        let mut host = self.host();
-        host.kills += 1;
-        host.lines = None;
+        }
     }
 }

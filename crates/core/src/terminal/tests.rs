@@ -9,7 +9,7 @@ use ptyhub_protocol::error::ErrorCode;
 use ptyhub_protocol::holder::{HolderRequest, HolderStatus};
 
 use super::{ExecRequest, TerminalHandle};
-use crate::backend::fake::{FAKE_SHELL_PID, FakeBackend};
+use crate::backend::fake::{FAKE_SHELL_PID, FakeBackend, FakeHost};
 use crate::state_dir;
 
 const NONCE: &str = "n0nce";
@@ -39,20 +39,21 @@ fn run(command: &str, output: &str, exit_code: i32) -> Vec<u8> {
 
 struct Terminal {
     _dir: tempfile::TempDir,
-    fake: FakeBackend,
+    fake: FakeHost,
     handle: TerminalHandle,
 }
 
 /// A running terminal on the fake backend whose log already holds `history`.
 fn start(history: &[&[u8]]) -> Terminal {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let fake = FakeBackend::new(dir.path()).expect("the fake's log");
+    let backend = FakeBackend::default();
+    let fake = backend.host(dir.path()).expect("the fake's log");
     for bytes in history {
         fake.output(bytes);
     }
     let meta = fake.meta(NONCE);
     state_dir::write_meta(dir.path(), &meta).expect("meta.json");
-    let handle = TerminalHandle::spawn(dir.path().to_path_buf(), meta, Arc::new(fake.clone()));
+    let handle = TerminalHandle::spawn(dir.path().to_path_buf(), meta, Arc::new(backend));
     Terminal {
         _dir: dir,
         fake,
