@@ -320,3 +320,42 @@ where
         .await
         .map_err(|e| ClientError::Http(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_envelope_opens_to_its_data_or_the_servers_error() {
+        let data: Result<u32, _> =
+            open_envelope(200, json!({"success": true, "message": "ok", "data": 7}));
+        assert!(matches!(data, Ok(7)));
+        let body = json!({
+            "success": false,
+            "message": "session t-1 not found",
+            "error": {"code": "SESSION_NOT_FOUND", "retryable": false},
+        });
+        match open_envelope::<u32>(200, body) {
+            Err(ClientError::Api(error)) => {
+                assert_eq!(error.code, ErrorCode::SessionNotFound);
+                assert_eq!(error.message, "session t-1 not found");
+            }
+            other => panic!("expected the server's error, got {other:?}"),
+        }
+        let odd = open_envelope::<u32>(502, json!("bad gateway"));
+        assert!(matches!(
+            odd,
+            Err(ClientError::Unexpected { status: 502, .. })
+        ));
+    }
+
+    #[test]
+    fn a_transport_failure_is_backend_unavailable() {
+        let error = ClientError::Http("connection reset".to_owned()).into_api();
+        assert_eq!(error.code, ErrorCode::BackendUnavailable);
+        assert_eq!(error.message, "http: connection reset");
+        assert!(error.code.is_retryable());
+    }
+}

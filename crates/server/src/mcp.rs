@@ -306,3 +306,24 @@ pub fn http_service(
         StreamableHttpServerConfig::default(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use ptyhub_protocol::error::{ApiError, ErrorCode};
+
+    use super::error_text;
+
+    #[test]
+    fn a_failed_call_reads_code_message_and_retryable() {
+        let busy = ApiError::new(ErrorCode::Busy, "a command is running");
+        assert_eq!(
+            error_text(&busy),
+            "BUSY: a command is running (retryable: true)"
+        );
+        let gone = ApiError::not_found("t-1");
+        assert_eq!(
+            error_text(&gone),
+            "SESSION_NOT_FOUND: session t-1 not found (retryable: false)"
+        );
+    }
+}
