@@ -4,8 +4,9 @@
 use std::io::Write;
 
 use base64::Engine as _;
-use ptyhub_client::{Client, ClientError, Method};
+use ptyhub_client::{Client, ClientError};
 use ptyhub_core::screen::Utf8Decoder;
+use ptyhub_protocol::event::Seq;
 use serde_json::{Value, json};
 
 /// Events asked for per page (the server's largest page).
@@ -22,26 +23,19 @@ pub async fn export(
         "jsonl" => Writer::Jsonl,
         _ => Writer::Asciicast(Asciicast::default()),
     };
-    let mut after = 0u64;
+    let mut after = Seq::ZERO;
     loop {
-        let page: Value = client
-            .call(
-                Method::GET,
-                &format!(
-                    "/v2/pty/sessions/{terminal}/events?after_seq={after}&limit={PAGE_EVENTS}"
-                ),
-                None,
-            )
+        let page = client
+            .terminal(terminal)
+            .events(after, Some(PAGE_EVENTS))
             .await?;
-        let events = page["events"].as_array().cloned().unwrap_or_default();
-        for event in &events {
+        for event in &page.events {
             writer.write(event, out).map_err(write_error)?;
         }
-        let next = page["next_seq"].as_u64().unwrap_or(after);
-        if page["has_more"] != true || next <= after {
+        if !page.has_more || page.next_seq <= after {
             break;
         }
-        after = next;
+        after = page.next_seq;
     }
     writer.finish(out).map_err(write_error)
 }

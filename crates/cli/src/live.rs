@@ -16,6 +16,8 @@ use std::os::fd::OwnedFd;
 
 use futures_util::{SinkExt, StreamExt};
 use ptyhub_client::{Client, ClientError, LiveMessage};
+use ptyhub_protocol::error::ErrorCode;
+use ptyhub_protocol::live::{ClientFrame, ServerFrame};
 use rustix::event::{EventfdFlags, PollFd, PollFlags};
 use rustix::termios::{self, OptionalActions, Termios};
 use tokio::sync::mpsc;
@@ -173,22 +175,15 @@ pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
     // then does the local terminal change.
     loop {
         match stream.next().await {
-            Some(Ok(LiveMessage::Text(text))) => {
-                let frame: serde_json::Value =
-                    serde_json::from_str(text.as_str()).unwrap_or_default();
-                match frame["type"].as_str() {
-                    Some("ready") => break,
-                    Some("error") => {
-                        let code = serde_json::from_value(frame["code"].clone())
-                            .unwrap_or(ptyhub_protocol::error::ErrorCode::Internal);
-                        let message = frame["data"].as_str().unwrap_or("refused").to_owned();
-                        return Err(ClientError::Api(ptyhub_protocol::error::ApiError::new(
-                            code, message,
-                        )));
+            Some(Ok(LiveMessage::Text(text))) => match parse_frame(text.as_str()) {
+                Some(ServerFrame::Ready { .. }) => break,
+                Some(frame @ ServerFrame::Error { .. }) => {
+                    if let Some(error) = frame.as_error() {
+                        return Err(ClientError::Api(error));
                     }
-                    _ => {}
                 }
-            }
+                _ => {}
+            },
             Some(Ok(_)) => {}
             Some(Err(error)) => return Err(ClientError::Http(error.to_string())),
             None => {
@@ -287,24 +282,24 @@ enum Outcome {
     Ended(String, i32),
 }
 
+/// A JSON frame from the server; `None` for one this client does not know.
+fn parse_frame(text: &str) -> Option<ServerFrame> {
+    serde_json::from_str(text).ok()
+}
+
 /// Acts on a JSON frame in binary mode; `Some` ends the session.
 fn control_frame(text: &str) -> Option<Outcome> {
-    let frame: serde_json::Value = serde_json::from_str(text).ok()?;
-    match frame["type"].as_str() {
-        Some("exit") => Some(Outcome::Exited(
-            frame["exit_code"]
-                .as_i64()
-                .and_then(|c| i32::try_from(c).ok())
-                .unwrap_or(-1),
-        )),
-        Some("error") => {
-            let message = frame["data"].as_str().unwrap_or("error");
-            let code = frame["code"].as_str().unwrap_or("ERROR");
+    match parse_frame(text)? {
+        ServerFrame::Exit { exit_code, .. } => Some(Outcome::Exited(exit_code.unwrap_or(-1))),
+        ServerFrame::Error { data, code } => {
             // A refused keystroke is not the end of a session; anything else is.
-            (code != "INVALID_INPUT" && code != "PERMISSION_DENIED" && code != "BUSY")
-                .then(|| Outcome::Ended(format!("{code}: {message}"), 2))
+            let is_refused_key = matches!(
+                code,
+                ErrorCode::InvalidInput | ErrorCode::PermissionDenied | ErrorCode::Busy
+            );
+            (!is_refused_key).then(|| Outcome::Ended(format!("{code}: {data}"), 2))
         }
-        Some("relay_replaced") => Some(Outcome::Ended(
+        ServerFrame::RelayReplaced => Some(Outcome::Ended(
             "replaced by another connection".to_owned(),
             1,
         )),
@@ -313,11 +308,7 @@ fn control_frame(text: &str) -> Option<Outcome> {
 }
 
 fn resize_frame(cols: u16, rows: u16) -> LiveMessage {
-    LiveMessage::Text(
-        serde_json::json!({"type": "resize", "cols": cols, "rows": rows})
-            .to_string()
-            .into(),
-    )
+    LiveMessage::Text(ClientFrame::resize(cols, rows).to_text().into())
 }
 
 fn detach_key_name(key: u8) -> String {

@@ -5,11 +5,10 @@
 use std::path::Path;
 
 use clap::Subcommand;
-use ptyhub_client::{Client, ClientError, Method};
+use ptyhub_client::{Client, ClientError};
 use ptyhub_protocol::api::{
-    CloseResponse, CommandResult, ScreenResponse, SendResponse, SignalResponse, TerminalInfo,
+    CreateSessionParams, ExecParams, SendParams, SignalParams, TerminalInfo,
 };
-use serde_json::{Value, json};
 
 #[derive(Subcommand)]
 pub enum TerminalCommand {
@@ -137,10 +136,6 @@ pub async fn run(command: TerminalCommand, socket: &Path) -> anyhow::Result<i32>
     }
 }
 
-fn path(id: &str, rest: &str) -> String {
-    format!("/v2/pty/sessions/{id}{rest}")
-}
-
 fn print_json(value: &impl serde::Serialize) {
     println!(
         "{}",
@@ -178,10 +173,14 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
             id,
             json,
         } => {
-            let body = json!({ "agent": agent, "session": session, "cwd": cwd, "id": id });
-            let info: TerminalInfo = client
-                .call(Method::POST, "/v2/pty/sessions", Some(&body))
-                .await?;
+            let params = CreateSessionParams {
+                agent: Some(agent),
+                session,
+                cwd,
+                id,
+                ..CreateSessionParams::default()
+            };
+            let info = client.create(&params).await?;
             if json {
                 print_json(&info);
             } else {
@@ -190,13 +189,7 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
             Ok(0)
         }
         TerminalCommand::List { all, json } => {
-            let query = if all { "?include_closed=true" } else { "" };
-            let list: Value = client
-                .call(Method::GET, &format!("/v2/pty/sessions{query}"), None)
-                .await?;
-            let infos: Vec<TerminalInfo> =
-                serde_json::from_value(list.get("sessions").cloned().unwrap_or_default())
-                    .unwrap_or_default();
+            let infos = client.list(all).await?.sessions;
             if json {
                 print_json(&infos);
             } else {
@@ -205,7 +198,7 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
             Ok(0)
         }
         TerminalCommand::Status { terminal, json } => {
-            let info: TerminalInfo = client.call(Method::GET, &path(&terminal, ""), None).await?;
+            let info = client.terminal(&terminal).status().await?;
             if json {
                 print_json(&info);
             } else {
@@ -225,11 +218,13 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
             json,
             command,
         } => {
-            let body =
-                json!({ "command": command.join(" "), "timeout": timeout, "truncate": false });
-            let result: CommandResult = client
-                .call(Method::POST, &path(&terminal, "/exec"), Some(&body))
-                .await?;
+            let params = ExecParams {
+                command: command.join(" "),
+                timeout,
+                truncate: Some(false),
+                ..ExecParams::default()
+            };
+            let result = client.terminal(&terminal).exec(&params).await?;
             if json {
                 print_json(&result);
             } else if let Some(output) = &result.output {
@@ -251,9 +246,7 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
                 .unwrap_or(if result.status.is_running() { 124 } else { 1 }))
         }
         TerminalCommand::Screen { terminal, json } => {
-            let screen: ScreenResponse = client
-                .call(Method::GET, &path(&terminal, "/screen"), None)
-                .await?;
+            let screen = client.terminal(&terminal).screen().await?;
             if json {
                 print_json(&screen);
             } else {
@@ -275,15 +268,13 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
             json,
             text,
         } => {
-            let body = json!({
-                "text": text.join(" "),
-                "submit": !no_submit,
-                "deadline": deadline,
-                "idle_window": idle_window,
-            });
-            let sent: SendResponse = client
-                .call(Method::POST, &path(&terminal, "/send"), Some(&body))
-                .await?;
+            let params = SendParams {
+                text: text.join(" "),
+                submit: !no_submit,
+                deadline: Some(deadline),
+                idle_window: Some(idle_window),
+            };
+            let sent = client.terminal(&terminal).send(&params).await?;
             if json {
                 print_json(&sent);
             } else {
@@ -313,9 +304,9 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
             signal,
             json,
         } => {
-            let body = json!({ "signal": signal });
-            let sent: SignalResponse = client
-                .call(Method::POST, &path(&terminal, "/signal"), Some(&body))
+            let sent = client
+                .terminal(&terminal)
+                .signal(&SignalParams { signal })
                 .await?;
             if json {
                 print_json(&sent);
@@ -379,9 +370,7 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
             crate::live::run(client, args).await
         }
         TerminalCommand::Kill { terminal, json } => {
-            let closed: CloseResponse = client
-                .call(Method::DELETE, &path(&terminal, ""), None)
-                .await?;
+            let closed = client.terminal(&terminal).close().await?;
             if json {
                 print_json(&closed);
             } else {

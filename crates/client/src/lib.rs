@@ -1,6 +1,13 @@
-//! A small typed ptyhub client over the local unix socket or HTTP, used by the CLI and the
-//! tests. One connection per request; answers are unwrapped from the envelope, and failures
-//! come back as the server's [`ApiError`].
+//! A small typed ptyhub client over the local unix socket or HTTP, used by the CLI, MCP and
+//! the tests. One connection per request.
+//!
+//! The typed routes ([`Client::create`], [`Client::list`], [`Client::terminal`] and the methods
+//! of [`TerminalClient`]) take the `*Params` of `ptyhub_protocol::api` and return its
+//! `*Response` types; the `{success, message, data}` envelope is opened in one place
+//! ([`open_envelope`]), and a failure is a [`ClientError`]: the server's [`ApiError`], or a
+//! transport failure that [`ClientError::into_api`] reports as `BACKEND_UNAVAILABLE`. The raw
+//! requests ([`Client::send`], [`Client::send_raw`]) are for tests of the wire itself: they
+//! return the status and body as they came.
 
 use std::path::PathBuf;
 
@@ -8,10 +15,15 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use ptyhub_protocol::error::{ApiError, ErrorCode};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use http::Method;
+
+mod terminal;
+
+pub use terminal::{InputResponse, ListResponse, TerminalClient};
 
 /// Where the server is.
 #[derive(Clone, Debug)]
@@ -37,6 +49,23 @@ pub enum ClientError {
     Unexpected { status: u16, body: String },
 }
 
+impl ClientError {
+    /// The failure as an API error: the server's own, or `BACKEND_UNAVAILABLE` (retryable)
+    /// when the server could not be reached or its answer was not understood.
+    pub fn into_api(self) -> ApiError {
+        match self {
+            Self::Api(error) => error,
+            other => ApiError::new(ErrorCode::BackendUnavailable, other.to_string()),
+        }
+    }
+}
+
+impl From<ClientError> for ApiError {
+    fn from(error: ClientError) -> Self {
+        error.into_api()
+    }
+}
+
 /// A raw answer: status and JSON body.
 #[derive(Clone, Debug)]
 pub struct Answer {
@@ -47,11 +76,25 @@ pub struct Answer {
 #[derive(Clone, Debug)]
 pub struct Client {
     target: Target,
+    /// Sent with every request and upgrade of this client (e.g. the local socket's act-as
+    /// header); a raw request's own headers override them.
+    headers: Vec<(String, String)>,
 }
 
 impl Client {
     pub fn new(target: Target) -> Self {
-        Self { target }
+        Self {
+            target,
+            headers: Vec::new(),
+        }
+    }
+
+    /// This client, sending `name: value` with every request and upgrade (a header of the
+    /// same name given to one raw request replaces it for that request).
+    #[must_use]
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
     }
 
     pub fn unix(path: impl Into<PathBuf>) -> Self {
@@ -86,14 +129,7 @@ impl Client {
             builder = builder.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
         }
         if let Some(map) = builder.headers_mut() {
-            for (name, value) in headers {
-                if let (Ok(name), Ok(value)) = (
-                    http::header::HeaderName::from_bytes(name.as_bytes()),
-                    http::header::HeaderValue::from_str(value),
-                ) {
-                    map.insert(name, value);
-                }
-            }
+            self.insert_headers(map, headers);
         }
         let request = builder
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
@@ -122,24 +158,33 @@ impl Client {
         self.send_raw(method, path, bytes, &[]).await
     }
 
-    /// Sends JSON and returns `data` of a successful envelope, or the server's error.
-    pub async fn call<T: DeserializeOwned>(
+    /// Sends `body` as JSON and returns `data` of a successful envelope, or the server's
+    /// error: every typed route goes through here.
+    async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
-        body: Option<&Value>,
+        body: Option<&impl Serialize>,
     ) -> Result<T, ClientError> {
-        let answer = self.send(method, path, body).await?;
-        let success = answer.body.get("success").and_then(Value::as_bool);
-        if success == Some(true)
-            && let Some(data) = answer.body.get("data")
-        {
-            return serde_json::from_value(data.clone()).map_err(|e| ClientError::Unexpected {
-                status: answer.status,
-                body: format!("{e}: {}", answer.body),
-            });
+        let bytes = body
+            .map(serde_json::to_vec)
+            .transpose()
+            .map_err(|e| ClientError::Http(format!("cannot encode the request: {e}")))?;
+        let answer = self.send_raw(method, path, bytes, &[]).await?;
+        open_envelope(answer.status, answer.body)
+    }
+
+    /// The extra headers: this client's, then the call's own (which win).
+    fn insert_headers(&self, map: &mut http::HeaderMap, headers: &[(&str, &str)]) {
+        let own = self.headers.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+        for (name, value) in own.chain(headers.iter().copied()) {
+            if let (Ok(name), Ok(value)) = (
+                http::header::HeaderName::from_bytes(name.as_bytes()),
+                http::HeaderValue::from_str(value),
+            ) {
+                map.insert(name, value);
+            }
         }
-        Err(api_error(answer.status, &answer.body))
     }
 }
 
@@ -180,14 +225,7 @@ impl Client {
                 .headers_mut()
                 .insert(http::header::AUTHORIZATION, value);
         }
-        for (name, value) in headers {
-            if let (Ok(name), Ok(value)) = (
-                http::header::HeaderName::from_bytes(name.as_bytes()),
-                http::HeaderValue::from_str(value),
-            ) {
-                request.headers_mut().insert(name, value);
-            }
-        }
+        self.insert_headers(request.headers_mut(), headers);
         match tokio_tungstenite::client_async(request, stream).await {
             Ok((socket, _)) => Ok(socket),
             Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
@@ -197,7 +235,12 @@ impl Client {
                     .as_deref()
                     .and_then(|b| serde_json::from_slice(b).ok())
                     .unwrap_or(Value::Null);
-                Err(api_error(status, &body))
+                Err(open_envelope::<Value>(status, body)
+                    .err()
+                    .unwrap_or(ClientError::Unexpected {
+                        status,
+                        body: "an upgrade refused with a successful body".to_owned(),
+                    }))
             }
             Err(error) => Err(ClientError::Http(error.to_string())),
         }
@@ -232,18 +275,29 @@ impl Client {
     }
 }
 
-/// The server's error in an answer's body.
-fn api_error(status: u16, body: &Value) -> ClientError {
+/// Opens an answer's envelope: `data` of `{success: true, message, data}`, or the server's
+/// error from `{success: false, message, error: {code, retryable}}`. The one place the client
+/// reads an envelope.
+pub fn open_envelope<T: DeserializeOwned>(status: u16, mut body: Value) -> Result<T, ClientError> {
+    let success = body.get("success").and_then(Value::as_bool);
+    if success == Some(true)
+        && let Some(data) = body.get_mut("data").map(Value::take)
+    {
+        return serde_json::from_value(data).map_err(|e| ClientError::Unexpected {
+            status,
+            body: format!("{e}: {body}"),
+        });
+    }
     let code = body
         .pointer("/error/code")
         .and_then(|c| serde_json::from_value::<ErrorCode>(c.clone()).ok());
     let message = body.get("message").and_then(Value::as_str);
     match (code, message) {
-        (Some(code), Some(message)) => ClientError::Api(ApiError::new(code, message)),
-        _ => ClientError::Unexpected {
+        (Some(code), Some(message)) => Err(ClientError::Api(ApiError::new(code, message))),
+        _ => Err(ClientError::Unexpected {
             status,
             body: body.to_string(),
-        },
+        }),
     }
 }
 
@@ -265,4 +319,43 @@ where
         .send_request(request)
         .await
         .map_err(|e| ClientError::Http(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_envelope_opens_to_its_data_or_the_servers_error() {
+        let data: Result<u32, _> =
+            open_envelope(200, json!({"success": true, "message": "ok", "data": 7}));
+        assert!(matches!(data, Ok(7)));
+        let body = json!({
+            "success": false,
+            "message": "session t-1 not found",
+            "error": {"code": "SESSION_NOT_FOUND", "retryable": false},
+        });
+        match open_envelope::<u32>(200, body) {
+            Err(ClientError::Api(error)) => {
+                assert_eq!(error.code, ErrorCode::SessionNotFound);
+                assert_eq!(error.message, "session t-1 not found");
+            }
+            other => panic!("expected the server's error, got {other:?}"),
+        }
+        let odd = open_envelope::<u32>(502, json!("bad gateway"));
+        assert!(matches!(
+            odd,
+            Err(ClientError::Unexpected { status: 502, .. })
+        ));
+    }
+
+    #[test]
+    fn a_transport_failure_is_backend_unavailable() {
+        let error = ClientError::Http("connection reset".to_owned()).into_api();
+        assert_eq!(error.code, ErrorCode::BackendUnavailable);
+        assert_eq!(error.message, "http: connection reset");
+        assert!(error.code.is_retryable());
+    }
 }

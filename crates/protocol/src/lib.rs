@@ -10,6 +10,7 @@ pub mod error;
 pub mod event;
 pub mod holder;
 pub mod ids;
+pub mod live;
 
 pub use error::{ApiError, ErrorCode};
 pub use event::{Event, EventKind, Seq};

@@ -1,16 +1,20 @@
 //! MCP tools for terminals, served over stdio by `ptyhub mcp` and over streamable HTTP at
-//! `/mcp`. A thin bridge: every tool is one REST v2 call on the server's local socket, with the
-//! same words and semantics; results are the call's `data` as JSON text, failures carry the
-//! error code and whether retrying can help. Over `/mcp`, each call carries the HTTP caller's
-//! principal (`auth::ACT_AS_HEADER`), so a tool can do exactly what the caller's token may.
+//! `/mcp`. A thin bridge: every tool is one typed REST v2 call of `ptyhub_client` on the
+//! server's local socket, with the same words and semantics; results are the call's `data` as
+//! JSON text, failures carry the error code and whether retrying can help ([`error_text`]).
+//! Over `/mcp`, each call carries the HTTP caller's principal (`auth::ACT_AS_HEADER`), so a
+//! tool can do exactly what the caller's token may.
 
-use ptyhub_client::{Client, Method};
+use ptyhub_client::{Client, ClientError};
+use ptyhub_protocol::api::{
+    CreateSessionParams, ExecParams, ResizeParams, SendParams, SignalParams,
+};
+use ptyhub_protocol::error::ApiError;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Extensions, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, tool, tool_handler, tool_router};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
 use crate::auth::{ACT_AS_HEADER, Principal};
 
@@ -102,8 +106,29 @@ struct ResizeArgs {
     rows: u16,
 }
 
-fn path(id: &str, rest: &str) -> String {
-    format!("/v2/pty/sessions/{id}{rest}")
+/// A failed tool call's text: `CODE: message (retryable: bool)`.
+pub fn error_text(error: &ApiError) -> String {
+    format!(
+        "{}: {} (retryable: {})",
+        error.code,
+        error.message,
+        error.code.is_retryable()
+    )
+}
+
+/// A call's answer as a tool result: its `data` as pretty JSON (keys sorted, as
+/// `serde_json::Value` keeps them), or the error.
+fn tool_result<T: Serialize>(answer: Result<T, ClientError>) -> CallToolResult {
+    match answer.map_err(ClientError::into_api).and_then(|data| {
+        serde_json::to_value(&data)
+            .map_err(|e| ApiError::internal(format!("cannot encode the answer: {e}")))
+    }) {
+        Ok(data) => {
+            let text = serde_json::to_string_pretty(&data).unwrap_or_default();
+            CallToolResult::success(vec![ContentBlock::text(text)])
+        }
+        Err(error) => CallToolResult::error(vec![ContentBlock::text(error_text(&error))]),
+    }
 }
 
 #[tool_router]
@@ -115,42 +140,19 @@ impl PtyhubMcp {
         }
     }
 
-    /// One REST call, shaped as a tool result. Over `/mcp` the call acts for the principal of
-    /// the HTTP request that carried the tool call (its token's owner and capabilities), never
-    /// for more; over stdio, for the local user.
-    async fn call(
-        &self,
-        context: &Extensions,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> CallToolResult {
+    /// The client for one tool call. Over `/mcp` it acts for the principal of the HTTP
+    /// request that carried the call (its token's owner and capabilities), never for more;
+    /// over stdio, for the local user.
+    fn client_for(&self, context: &Extensions) -> Client {
         let principal = context
             .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Principal>());
-        let act_as = principal.map(Principal::act_as_value);
-        let headers: Vec<(&str, &str)> = act_as
-            .as_deref()
-            .map(|value| vec![(ACT_AS_HEADER, value)])
-            .unwrap_or_default();
-        let bytes = body.map(|b| serde_json::to_vec(&b).unwrap_or_default());
-        match self.client.send_raw(method, path, bytes, &headers).await {
-            Ok(answer) if answer.body["success"] == true => {
-                let data = answer.body.get("data").cloned().unwrap_or(Value::Null);
-                let text = serde_json::to_string_pretty(&data).unwrap_or_default();
-                CallToolResult::success(vec![ContentBlock::text(text)])
-            }
-            Ok(answer) => {
-                let code = answer.body["error"]["code"].as_str().unwrap_or("INTERNAL");
-                let retryable = answer.body["error"]["retryable"].as_bool().unwrap_or(false);
-                let message = answer.body["message"].as_str().unwrap_or("request failed");
-                CallToolResult::error(vec![ContentBlock::text(format!(
-                    "{code}: {message} (retryable: {retryable})"
-                ))])
-            }
-            Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
-                "BACKEND_UNAVAILABLE: {error} (retryable: true)"
-            ))]),
+        match principal {
+            Some(principal) => self
+                .client
+                .clone()
+                .with_header(ACT_AS_HEADER, principal.act_as_value()),
+            None => self.client.clone(),
         }
     }
 
@@ -162,19 +164,21 @@ impl PtyhubMcp {
         context: Extensions,
         Parameters(a): Parameters<OpenArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        let body = json!({ "id": a.id, "cwd": a.cwd, "cols": a.cols, "rows": a.rows });
-        Ok(self
-            .call(&context, Method::POST, "/v2/pty/sessions", Some(body))
-            .await)
+        let params = CreateSessionParams {
+            id: a.id,
+            cwd: a.cwd,
+            cols: a.cols,
+            rows: a.rows,
+            ..CreateSessionParams::default()
+        };
+        Ok(tool_result(self.client_for(&context).create(&params).await))
     }
 
     #[tool(
         description = "List your live terminals with state, working directory and the command running in each."
     )]
     async fn terminal_list(&self, context: Extensions) -> Result<CallToolResult, rmcp::ErrorData> {
-        Ok(self
-            .call(&context, Method::GET, "/v2/pty/sessions", None)
-            .await)
+        Ok(tool_result(self.client_for(&context).list(false).await))
     }
 
     #[tool(
@@ -185,10 +189,13 @@ impl PtyhubMcp {
         context: Extensions,
         Parameters(a): Parameters<ExecArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        let body = json!({ "command": a.command, "timeout": a.timeout });
-        Ok(self
-            .call(&context, Method::POST, &path(&a.id, "/exec"), Some(body))
-            .await)
+        let params = ExecParams {
+            command: a.command,
+            timeout: a.timeout,
+            ..ExecParams::default()
+        };
+        let client = self.client_for(&context);
+        Ok(tool_result(client.terminal(&a.id).exec(&params).await))
     }
 
     #[tool(
@@ -199,15 +206,14 @@ impl PtyhubMcp {
         context: Extensions,
         Parameters(a): Parameters<SendArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        let body = json!({
-            "text": a.text.unwrap_or_default(),
-            "submit": a.submit.unwrap_or(false),
-            "deadline": a.deadline,
-            "idle_window": a.idle_window,
-        });
-        Ok(self
-            .call(&context, Method::POST, &path(&a.id, "/send"), Some(body))
-            .await)
+        let params = SendParams {
+            text: a.text.unwrap_or_default(),
+            submit: a.submit.unwrap_or(false),
+            deadline: a.deadline,
+            idle_window: a.idle_window,
+        };
+        let client = self.client_for(&context);
+        Ok(tool_result(client.terminal(&a.id).send(&params).await))
     }
 
     #[tool(
@@ -218,27 +224,22 @@ impl PtyhubMcp {
         context: Extensions,
         Parameters(a): Parameters<ReadArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        let route = match a.mode.as_deref().unwrap_or("snapshot") {
-            "snapshot" => path(&a.id, "/snapshot"),
-            "observe" => match a.cursor {
-                Some(cursor) => path(&a.id, &format!("/observe?cursor={cursor}")),
-                None => path(&a.id, "/observe"),
-            },
-            "scrollback" => path(
-                &a.id,
-                &format!(
-                    "/scrollback?offset={}&lines={}",
-                    a.offset.unwrap_or(0),
-                    a.lines.unwrap_or(100)
-                ),
+        let client = self.client_for(&context);
+        let terminal = client.terminal(&a.id);
+        Ok(match a.mode.as_deref().unwrap_or("snapshot") {
+            "snapshot" => tool_result(terminal.snapshot().await),
+            "observe" => tool_result(terminal.observe(a.cursor.as_deref()).await),
+            "scrollback" => tool_result(
+                terminal
+                    .scrollback(a.offset.unwrap_or(0), a.lines.unwrap_or(100))
+                    .await,
             ),
             other => {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-                    "INVALID_INPUT: unknown mode {other:?}: use snapshot, observe or scrollback (retryable: false)"
-                ))]));
+                CallToolResult::error(vec![ContentBlock::text(error_text(&ApiError::invalid(
+                    format!("unknown mode {other:?}: use snapshot, observe or scrollback"),
+                )))])
             }
-        };
-        Ok(self.call(&context, Method::GET, &route, None).await)
+        })
     }
 
     #[tool(
@@ -249,14 +250,9 @@ impl PtyhubMcp {
         context: Extensions,
         Parameters(a): Parameters<SignalArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        Ok(self
-            .call(
-                &context,
-                Method::POST,
-                &path(&a.id, "/signal"),
-                Some(json!({ "signal": a.signal })),
-            )
-            .await)
+        let params = SignalParams { signal: a.signal };
+        let client = self.client_for(&context);
+        Ok(tool_result(client.terminal(&a.id).signal(&params).await))
     }
 
     #[tool(description = "Resize a terminal (the program sees the new size at once).")]
@@ -265,10 +261,12 @@ impl PtyhubMcp {
         context: Extensions,
         Parameters(a): Parameters<ResizeArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        let body = json!({ "cols": a.cols, "rows": a.rows });
-        Ok(self
-            .call(&context, Method::POST, &path(&a.id, "/resize"), Some(body))
-            .await)
+        let params = ResizeParams {
+            cols: a.cols,
+            rows: a.rows,
+        };
+        let client = self.client_for(&context);
+        Ok(tool_result(client.terminal(&a.id).resize(&params).await))
     }
 
     #[tool(
@@ -279,9 +277,8 @@ impl PtyhubMcp {
         context: Extensions,
         Parameters(a): Parameters<IdArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        Ok(self
-            .call(&context, Method::DELETE, &path(&a.id, ""), None)
-            .await)
+        let client = self.client_for(&context);
+        Ok(tool_result(client.terminal(&a.id).close().await))
     }
 }
 
@@ -308,4 +305,25 @@ pub fn http_service(
         std::sync::Arc::default(),
         StreamableHttpServerConfig::default(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use ptyhub_protocol::error::{ApiError, ErrorCode};
+
+    use super::error_text;
+
+    #[test]
+    fn a_failed_call_reads_code_message_and_retryable() {
+        let busy = ApiError::new(ErrorCode::Busy, "a command is running");
+        assert_eq!(
+            error_text(&busy),
+            "BUSY: a command is running (retryable: true)"
+        );
+        let gone = ApiError::not_found("t-1");
+        assert_eq!(
+            error_text(&gone),
+            "SESSION_NOT_FOUND: session t-1 not found (retryable: false)"
+        );
+    }
 }

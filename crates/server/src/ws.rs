@@ -20,7 +20,8 @@ use ptyhub_core::terminal::live::{
 use ptyhub_protocol::error::ApiError;
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::TermSize;
-use serde::{Deserialize, Serialize};
+use ptyhub_protocol::live::{ClientFrame, ConnectionMode, LiveTransport, ServerFrame};
+use serde::Deserialize;
 use tokio::time::Instant;
 
 use crate::AppState;
@@ -57,26 +58,11 @@ struct WsQuery {
     since_seq: Option<u64>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Transport {
-    Json,
-    Binary,
-}
-
-impl Transport {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Json => "json",
-            Self::Binary => "binary",
-        }
-    }
-}
-
 impl WsQuery {
-    fn transport(&self) -> Result<Transport, ApiError> {
+    fn transport(&self) -> Result<LiveTransport, ApiError> {
         match self.protocol.as_deref() {
-            None | Some("json") => Ok(Transport::Json),
-            Some("binary") => Ok(Transport::Binary),
+            None | Some("json") => Ok(LiveTransport::Json),
+            Some("binary") => Ok(LiveTransport::Binary),
             Some(other) => Err(ApiError::invalid(format!(
                 "protocol must be json or binary, not {other:?}"
             ))),
@@ -135,7 +121,7 @@ fn admit(
     principal: &Principal,
     headers: &HeaderMap,
     query: &WsQuery,
-) -> Result<(Transport, ConnectOptions), ApiError> {
+) -> Result<(LiveTransport, ConnectOptions), ApiError> {
     let transport = query.transport()?;
     let options = query.options()?;
     crate::auth::require_own_origin(headers)?;
@@ -247,7 +233,7 @@ enum Preface {
 /// with its code, which a browser can read (it never sees an HTTP status of an upgrade).
 fn open(
     ws: WebSocketUpgrade,
-    transport: Transport,
+    transport: LiveTransport,
     options: ConnectOptions,
     target: impl Future<Output = Result<(TerminalHandle, Preface), ApiError>> + Send + 'static,
 ) -> Response {
@@ -287,48 +273,21 @@ fn close_message(code: u16, reason: &'static str) -> Message {
     }))
 }
 
-fn json_message(value: &impl Serialize) -> Message {
-    let text = serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned());
-    Message::Text(Utf8Bytes::from(text))
+fn frame_message(frame: &ServerFrame) -> Message {
+    Message::Text(Utf8Bytes::from(frame.to_text()))
 }
 
 fn error_frame(error: &ApiError) -> Message {
-    json_message(&serde_json::json!({
-        "type": "error",
-        "data": error.message,
-        "code": error.code.as_str(),
-    }))
+    frame_message(&ServerFrame::error(error))
 }
 
-#[derive(Serialize)]
-struct OutputFrame<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    data: &'a str,
-    seq: Seq,
-}
-
-/// Client frames (docs/websocket.md).
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-enum ClientFrame {
-    Input {
-        data: String,
-    },
-    Resize {
-        cols: Option<u16>,
-        rows: Option<u16>,
-        data: Option<SizeData>,
-    },
-    Ping {
-        timestamp: Option<serde_json::Value>,
-    },
-}
-
-#[derive(Deserialize)]
-struct SizeData {
-    cols: u16,
-    rows: u16,
+/// The wire name of a connection's mode.
+fn wire_mode(mode: LiveMode) -> ConnectionMode {
+    match mode {
+        LiveMode::Relay { .. } => ConnectionMode::Relay,
+        LiveMode::Attach => ConnectionMode::Attach,
+        LiveMode::Watch => ConnectionMode::Watch,
+    }
 }
 
 async fn serve(
@@ -336,29 +295,30 @@ async fn serve(
     mut connection: Connection,
     ready: Ready,
     mode: LiveMode,
-    transport: Transport,
+    transport: LiveTransport,
     preface: &Preface,
 ) {
     let (mut sink, mut stream) = socket.split();
     let is_anonymous = matches!(preface, Preface::Anonymous { .. });
     if let Preface::AnnounceId = preface {
-        let frame = serde_json::json!({"type": "session_id", "session_id": ready.session_id});
-        if sink.send(json_message(&frame)).await.is_err() {
+        let frame = ServerFrame::SessionId {
+            session_id: ready.session_id.clone(),
+        };
+        if sink.send(frame_message(&frame)).await.is_err() {
             return;
         }
     }
-    let ready_frame = serde_json::json!({
-        "type": "ready",
-        "session_id": (!is_anonymous).then_some(&ready.session_id),
-        "transport": transport.as_str(),
-        "backend": ptyhub_protocol::api::BackendKind::Native,
-        "resumed": ready.resumed,
-        "mode": mode.as_str(),
-        "seq": ready.seq,
-        "cols": ready.cols,
-        "rows": ready.rows,
-    });
-    if sink.send(json_message(&ready_frame)).await.is_err() {
+    let ready_frame = ServerFrame::Ready {
+        session_id: (!is_anonymous).then(|| ready.session_id.clone()),
+        transport,
+        backend: ptyhub_protocol::api::BackendKind::Native,
+        resumed: ready.resumed,
+        mode: wire_mode(mode),
+        seq: ready.seq,
+        cols: ready.cols,
+        rows: ready.rows,
+    };
+    if sink.send(frame_message(&ready_frame)).await.is_err() {
         return;
     }
     let mut text = TextFramer::default();
@@ -418,8 +378,8 @@ async fn serve(
                 let reply = match message {
                     Some(Ok(Message::Text(body))) => on_text(&connection, body.as_str()).await,
                     Some(Ok(Message::Binary(bytes))) => match transport {
-                        Transport::Binary => connection.input(&bytes).await.err().map(|e| error_frame(&e)),
-                        Transport::Json => Some(error_frame(&ApiError::invalid(
+                        LiveTransport::Binary => connection.input(&bytes).await.err().map(|e| error_frame(&e)),
+                        LiveTransport::Json => Some(error_frame(&ApiError::invalid(
                             "binary frames need protocol=binary; send {\"type\":\"input\",\"data\":…}",
                         ))),
                     },
@@ -450,7 +410,7 @@ enum Forwarded {
 async fn forward(
     sink: &mut futures_util::stream::SplitSink<WebSocket, Message>,
     frame: &LiveFrame,
-    transport: Transport,
+    transport: LiveTransport,
     text: &mut TextFramer,
     session_id: &str,
 ) -> Result<Forwarded, ()> {
@@ -483,22 +443,15 @@ async fn on_text(connection: &Connection, body: &str) -> Option<Message> {
     let outcome = match frame {
         ClientFrame::Input { data } => connection.input(data.as_bytes()).await,
         ClientFrame::Resize { cols, rows, data } => {
-            let size = match (cols, rows, data) {
-                (Some(cols), Some(rows), _) => TermSize::new(cols, rows),
-                (None, None, Some(data)) => TermSize::new(data.cols, data.rows),
-                _ => Err(ApiError::invalid(
-                    "resize needs cols and rows (or data: {cols, rows})",
-                )),
-            };
+            let size = ptyhub_protocol::live::resize_size(cols, rows, data)
+                .and_then(|(cols, rows)| TermSize::new(cols, rows));
             match size {
                 Ok(size) => connection.resize(size.cols, size.rows).await,
                 Err(error) => Err(error),
             }
         }
         ClientFrame::Ping { timestamp } => {
-            return Some(json_message(
-                &serde_json::json!({"type": "pong", "timestamp": timestamp}),
-            ));
+            return Some(frame_message(&ServerFrame::Pong { timestamp }));
         }
     };
     outcome.err().map(|error| error_frame(&error))
@@ -507,7 +460,7 @@ async fn on_text(connection: &Connection, body: &str) -> Option<Message> {
 /// Turns a frame into messages; the second value is set when the connection closes after.
 fn encode(
     frame: &LiveFrame,
-    transport: Transport,
+    transport: LiveTransport,
     text: &mut TextFramer,
     session_id: &str,
 ) -> (Vec<Message>, Option<Message>) {
@@ -519,42 +472,45 @@ fn encode(
             seq,
             is_replay,
         } => match transport {
-            Transport::Binary => messages.push(Message::Binary(data.clone())),
-            Transport::Json => messages.extend(text.push(data, *seq, *is_replay)),
+            LiveTransport::Binary => messages.push(Message::Binary(data.clone())),
+            LiveTransport::Json => messages.extend(text.push(data, *seq, *is_replay)),
         },
         other => {
             messages.extend(text.flush().map(|(message, _)| message));
-            let value = match other {
-                LiveFrame::Restored { seq } => serde_json::json!({
-                    "type": "terminal_restored", "session_id": session_id, "seq": seq,
-                }),
-                LiveFrame::Resize { cols, rows, seq } => serde_json::json!({
-                    "type": "resize", "cols": cols, "rows": rows, "seq": seq,
-                }),
-                LiveFrame::Lagged { seq } => serde_json::json!({"type": "lagged", "seq": seq}),
+            let wire = match other {
+                LiveFrame::Restored { seq } => ServerFrame::TerminalRestored {
+                    session_id: session_id.to_owned(),
+                    seq: *seq,
+                },
+                LiveFrame::Resize { cols, rows, seq } => ServerFrame::Resize {
+                    cols: *cols,
+                    rows: *rows,
+                    seq: *seq,
+                },
+                LiveFrame::Lagged { seq } => ServerFrame::Lagged { seq: *seq },
                 LiveFrame::Exit {
                     exit_code,
                     signal,
                     seq,
                 } => {
                     close = Some(close_message(1000, "exited"));
-                    serde_json::json!({
-                        "type": "exit", "exit_code": exit_code, "signal": signal, "seq": seq,
-                    })
+                    ServerFrame::Exit {
+                        exit_code: *exit_code,
+                        signal: *signal,
+                        seq: *seq,
+                    }
                 }
                 LiveFrame::Replaced => {
                     close = Some(close_message(1000, "relay replaced"));
-                    serde_json::json!({"type": "relay_replaced"})
+                    ServerFrame::RelayReplaced
                 }
                 LiveFrame::Failed(error) => {
                     close = Some(close_message(1011, "failed"));
-                    serde_json::json!({
-                        "type": "error", "data": error.message, "code": error.code.as_str(),
-                    })
+                    ServerFrame::error(error)
                 }
                 LiveFrame::Output { .. } => return (messages, close),
             };
-            messages.push(json_message(&value));
+            messages.push(frame_message(&wire));
         }
     }
     (messages, close)
@@ -587,15 +543,12 @@ impl TextFramer {
     }
 
     fn message(&self, bytes: &[u8]) -> Message {
-        let data = String::from_utf8_lossy(bytes);
-        json_message(&OutputFrame {
-            kind: if self.is_replay {
-                "restore_output"
-            } else {
-                "output"
-            },
-            data: &data,
-            seq: self.seq,
+        let data = String::from_utf8_lossy(bytes).into_owned();
+        let seq = self.seq;
+        frame_message(&if self.is_replay {
+            ServerFrame::RestoreOutput { data, seq }
+        } else {
+            ServerFrame::Output { data, seq }
         })
     }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use ptyhub_client::{Client, ClientError, LiveMessage, LiveSocket};
 use ptyhub_protocol::error::ErrorCode;
+use ptyhub_protocol::live::ServerFrame;
 use serde_json::{Value, json};
 
 use super::{create, exec, get, start};
@@ -26,13 +27,22 @@ async fn next_message(socket: &mut LiveSocket) -> Option<LiveMessage> {
     }
 }
 
-/// The next JSON frame (binary frames are skipped); `Null` when the connection ended.
+/// The next JSON frame (binary frames are skipped); `Null` when the connection ended. Every
+/// frame must be a `ServerFrame` that serializes back to exactly what was received.
 async fn next_json(socket: &mut LiveSocket) -> Value {
     loop {
         match next_message(socket).await {
             Some(LiveMessage::Text(text)) => {
-                return serde_json::from_str(text.as_str())
+                let value: Value = serde_json::from_str(text.as_str())
                     .unwrap_or_else(|e| panic!("frame is not JSON ({e}): {text}"));
+                let frame: ServerFrame = serde_json::from_value(value.clone())
+                    .unwrap_or_else(|e| panic!("frame is no ServerFrame ({e}): {text}"));
+                assert_eq!(
+                    serde_json::to_value(&frame).ok().as_ref(),
+                    Some(&value),
+                    "the frame's shape differs from ServerFrame's: {text}"
+                );
+                return value;
             }
             Some(LiveMessage::Close(_)) | None => return Value::Null,
             Some(_) => {}

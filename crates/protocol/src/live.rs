@@ -1,0 +1,245 @@
+//! The frames of a live connection (docs/websocket.md): [`ServerFrame`] for what the server
+//! sends, [`ClientFrame`] for what a client sends, both JSON text frames tagged by `type`.
+//!
+//! This module owns the shapes only; who may connect, replay and lag are the terminal's rules
+//! (`ptyhub_core::terminal::live`), and the server's WebSocket transport turns them into these
+//! frames. Output in the binary transport (`protocol=binary`) travels as binary frames and has
+//! no type here. Every variant has a fixture under `crates/protocol/tests/fixtures/live/`, so a
+//! drift in a shape fails a test, and the web page is checked against the same fixtures.
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::BackendKind;
+use crate::error::{ApiError, ErrorCode};
+use crate::event::Seq;
+
+/// How output travels on a connection (the `protocol` query parameter).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LiveTransport {
+    /// Output as `output` / `restore_output` text frames.
+    #[default]
+    Json,
+    /// Output as raw PTY bytes in binary frames; every other frame stays JSON.
+    Binary,
+}
+
+impl LiveTransport {
+    /// The wire spelling, e.g. `binary`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::Binary => "binary",
+        }
+    }
+}
+
+/// What a connection may do (the `mode` query parameter).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectionMode {
+    /// The one agent relay of a terminal (read and write).
+    #[default]
+    Relay,
+    /// Any number of read-write peers.
+    Attach,
+    /// Any number of read-only peers.
+    Watch,
+}
+
+impl ConnectionMode {
+    /// The wire spelling, e.g. `watch`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Relay => "relay",
+            Self::Attach => "attach",
+            Self::Watch => "watch",
+        }
+    }
+}
+
+/// A frame the server sends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerFrame {
+    /// `/v1/shell/ws` opened a new terminal: its id, before `ready`.
+    SessionId {
+        /// The new terminal's id.
+        session_id: String,
+    },
+    /// The connection is live.
+    Ready {
+        /// The terminal's id; `null` for an anonymous terminal (`/v2/pty/ws`).
+        session_id: Option<String>,
+        /// How output travels on this connection.
+        transport: LiveTransport,
+        /// What hosts the terminal.
+        backend: BackendKind,
+        /// A durable relay connection existed before this one.
+        resumed: bool,
+        /// What this connection may do.
+        mode: ConnectionMode,
+        /// The last event already in the log (or the last one a replay covers).
+        seq: Seq,
+        /// The terminal's width.
+        cols: u16,
+        /// The terminal's height.
+        rows: u16,
+    },
+    /// Replayed output (JSON transport).
+    RestoreOutput {
+        /// The bytes as UTF-8 text (a character is never cut in two).
+        data: String,
+        /// The last event whose bytes this frame completes.
+        seq: Seq,
+    },
+    /// The replay is complete; live output follows.
+    TerminalRestored {
+        /// The terminal's id.
+        session_id: String,
+        /// The last event the replay covered.
+        seq: Seq,
+    },
+    /// Live output (JSON transport).
+    Output {
+        /// The bytes as UTF-8 text (a character is never cut in two).
+        data: String,
+        /// The last event whose bytes this frame completes.
+        seq: Seq,
+    },
+    /// The terminal changed size (every connection sees it).
+    Resize {
+        /// The new width.
+        cols: u16,
+        /// The new height.
+        rows: u16,
+        /// The resize event's seq.
+        seq: Seq,
+    },
+    /// This connection fell behind the live stream; what follows comes from the log.
+    Lagged {
+        /// The last event delivered before the connection fell behind.
+        seq: Seq,
+    },
+    /// The terminal's program ended; the connection closes after it.
+    Exit {
+        /// Its exit code (`null` when a signal ended it).
+        exit_code: Option<i32>,
+        /// The signal that ended it, if any.
+        signal: Option<i32>,
+        /// The exit event's seq.
+        seq: Seq,
+    },
+    /// The answer to a `ping`.
+    Pong {
+        /// The ping's `timestamp`, as it was sent (`null` when it had none).
+        timestamp: Option<serde_json::Value>,
+    },
+    /// A newer durable relay took over; the connection closes after it.
+    RelayReplaced,
+    /// A refused frame or connection.
+    Error {
+        /// What went wrong, for people.
+        data: String,
+        /// One of the REST error codes.
+        code: ErrorCode,
+    },
+}
+
+impl ServerFrame {
+    /// The `error` frame of `error`.
+    pub fn error(error: &ApiError) -> Self {
+        Self::Error {
+            data: error.message.clone(),
+            code: error.code,
+        }
+    }
+
+    /// The error an `error` frame carries.
+    pub fn as_error(&self) -> Option<ApiError> {
+        match self {
+            Self::Error { data, code } => Some(ApiError::new(*code, data.clone())),
+            _ => None,
+        }
+    }
+
+    /// The frame as JSON text.
+    pub fn to_text(&self) -> String {
+        to_text(self)
+    }
+}
+
+/// A frame a client sends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientFrame {
+    /// Bytes for the terminal (a line runs when it carries `\n` or `\r`).
+    Input {
+        /// The text to write.
+        data: String,
+    },
+    /// Resize the PTY, the screen and every attachment: `cols` and `rows`, or (an older
+    /// spelling) `data: {cols, rows}`.
+    Resize {
+        /// The new width.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cols: Option<u16>,
+        /// The new height.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rows: Option<u16>,
+        /// The size under `data`, instead of `cols` and `rows`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data: Option<ResizeData>,
+    },
+    /// Asks for a `pong`.
+    Ping {
+        /// Anything; the `pong` carries it back.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timestamp: Option<serde_json::Value>,
+    },
+}
+
+/// The `data` of a `resize` frame in its older spelling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResizeData {
+    /// The new width.
+    pub cols: u16,
+    /// The new height.
+    pub rows: u16,
+}
+
+impl ClientFrame {
+    /// A `resize` frame in its usual spelling (`cols` and `rows`).
+    pub fn resize(cols: u16, rows: u16) -> Self {
+        Self::Resize {
+            cols: Some(cols),
+            rows: Some(rows),
+            data: None,
+        }
+    }
+
+    /// The frame as JSON text.
+    pub fn to_text(&self) -> String {
+        to_text(self)
+    }
+}
+
+/// The size a `resize` frame asks for: `cols` and `rows`, or else `data`.
+pub fn resize_size(
+    cols: Option<u16>,
+    rows: Option<u16>,
+    data: Option<ResizeData>,
+) -> Result<(u16, u16), ApiError> {
+    match (cols, rows, data) {
+        (Some(cols), Some(rows), _) => Ok((cols, rows)),
+        (None, None, Some(data)) => Ok((data.cols, data.rows)),
+        _ => Err(ApiError::invalid(
+            "resize needs cols and rows (or data: {cols, rows})",
+        )),
+    }
+}
+
+fn to_text(frame: &impl Serialize) -> String {
+    // These types hold only strings, numbers and JSON values, which always serialize.
+    serde_json::to_string(frame).unwrap_or_else(|_| "{}".to_owned())
+}
