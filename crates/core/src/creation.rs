@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ptyhub_protocol::error::{ApiError, ErrorCode};
+use crate::error::TerminalError;
 use ptyhub_protocol::ids::{Name, TermSize, TerminalId};
 
 use crate::holder::HolderSpec;
@@ -54,7 +54,7 @@ pub(crate) struct Placement {
 
 impl Plan {
     /// Checks `spec` and settles the id; creates nothing.
-    pub(crate) fn new(spec: CreateSpec) -> Result<Self, ApiError> {
+    pub(crate) fn new(spec: CreateSpec) -> Result<Self, TerminalError> {
         let size = spec.size.unwrap_or(TermSize::DEFAULT);
         let cwd = resolve_cwd(spec.cwd.as_deref())?;
         let program = shell::resolve_shell(spec.shell.as_deref())?;
@@ -86,7 +86,7 @@ impl Plan {
         owner: &str,
         placement: Placement,
         config: &RegistryConfig,
-    ) -> Result<TerminalMeta, ApiError> {
+    ) -> Result<TerminalMeta, TerminalError> {
         let Placement {
             dir,
             instance,
@@ -95,12 +95,13 @@ impl Plan {
             created_at,
         } = placement;
         let (id, cwd, size) = (&self.id, &self.cwd, self.size);
-        state_dir::create_private_dir(&dir)
-            .map_err(|e| ApiError::internal(format!("cannot create {}: {e}", dir.display())))?;
+        state_dir::create_private_dir(&dir).map_err(|e| {
+            TerminalError::internal(format!("cannot create {}: {e}", dir.display()))
+        })?;
 
         let nonce = random_token(24);
         let launch = shell::prepare(&self.program, &nonce, &config.runtime_dir)
-            .map_err(|e| ApiError::internal(format!("cannot write shell integration: {e}")))?;
+            .map_err(|e| TerminalError::internal(format!("cannot write shell integration: {e}")))?;
         let socket = config.runtime_dir.join(format!("h-{}.sock", &nonce[..16]));
         let mut command = vec![launch.program.clone()];
         command.extend(launch.args.iter().cloned());
@@ -129,7 +130,7 @@ impl Plan {
             backend: config.backend.kind(),
         };
         state_dir::write_meta(&dir, &meta)
-            .map_err(|e| ApiError::internal(format!("cannot write meta.json: {e}")))?;
+            .map_err(|e| TerminalError::internal(format!("cannot write meta.json: {e}")))?;
         let holder_spec = HolderSpec {
             dir: dir.clone(),
             socket,
@@ -149,40 +150,39 @@ impl Plan {
             failed.state = TerminalState::Error;
             failed.closed = true;
             let _ = state_dir::write_meta(&dir, &failed);
-            return Err(ApiError::new(
-                ErrorCode::BackendUnavailable,
-                format!("cannot start the terminal: {error}"),
-            ));
+            return Err(TerminalError::LaunchFailed {
+                reason: error.to_string(),
+            });
         }
         state_dir::read_meta(&dir)
-            .map_err(|e| ApiError::internal(format!("cannot read meta.json: {e}")))
+            .map_err(|e| TerminalError::internal(format!("cannot read meta.json: {e}")))
     }
 }
 
-fn resolve_cwd(cwd: Option<&str>) -> Result<String, ApiError> {
+fn resolve_cwd(cwd: Option<&str>) -> Result<String, TerminalError> {
     let cwd = match cwd {
         Some(cwd) => cwd.to_owned(),
         None => std::env::var("HOME").unwrap_or_else(|_| "/".to_owned()),
     };
     let path = Path::new(&cwd);
     if !path.is_absolute() {
-        return Err(ApiError::invalid(format!(
+        return Err(TerminalError::invalid(format!(
             "cwd must be an absolute path, not {cwd:?}"
         )));
     }
     if !path.is_dir() {
-        return Err(ApiError::invalid(format!(
+        return Err(TerminalError::invalid(format!(
             "cwd {cwd:?} is not an existing directory"
         )));
     }
     Ok(cwd)
 }
 
-fn validate_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
+fn validate_env(env: &BTreeMap<String, String>) -> Result<(), TerminalError> {
     for (key, value) in env {
         let key_ok = !key.is_empty() && !key.contains(['=', '\0']) && key.len() <= 1024;
         if !key_ok || value.contains('\0') || value.len() > 128 * 1024 {
-            return Err(ApiError::invalid(format!(
+            return Err(TerminalError::invalid(format!(
                 "invalid environment variable {:?}",
                 ptyhub_protocol::ids::truncate_for_message(key)
             )));

@@ -29,8 +29,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::error::TerminalError;
 use ptyhub_protocol::api::{CommandResult, ExecParams, JobParams};
-use ptyhub_protocol::error::ApiError;
 
 use crate::plain_text::{TRUNCATE_CHARS, truncate_middle};
 use crate::registry::Registry;
@@ -46,13 +46,13 @@ pub const COMMAND_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// A seconds field of the API (exec's timeouts, and every other one: `wait`, `send`, jobs,
 /// a terminal's default `no_change_timeout`): finite and between 0 and a day.
-pub fn parse_seconds(name: &str, value: Option<f64>) -> Result<Option<Duration>, ApiError> {
+pub fn parse_seconds(name: &str, value: Option<f64>) -> Result<Option<Duration>, TerminalError> {
     match value {
         None => Ok(None),
         Some(s) if s.is_finite() && (0.0..=TIMEOUT_MAX_SECS).contains(&s) => {
             Ok(Some(Duration::from_secs_f64(s)))
         }
-        Some(s) => Err(ApiError::invalid(format!(
+        Some(s) => Err(TerminalError::invalid(format!(
             "{name} must be between 0 and {TIMEOUT_MAX_SECS} seconds, not {s}"
         ))),
     }
@@ -88,10 +88,10 @@ pub struct ExecDir(String);
 
 impl ExecDir {
     /// Checks that `dir` is an absolute path to an existing directory.
-    pub fn parse(dir: &str) -> Result<Self, ApiError> {
+    pub fn parse(dir: &str) -> Result<Self, TerminalError> {
         let path = Path::new(dir);
         if !path.is_absolute() || !path.is_dir() {
-            return Err(ApiError::invalid(format!(
+            return Err(TerminalError::invalid(format!(
                 "exec_dir {dir:?} is not an existing absolute directory"
             )));
         }
@@ -141,12 +141,14 @@ impl ExecOptions {
     /// Checks the command (not blank, at most [`COMMAND_MAX_BYTES`]), then `timeout`,
     /// `hard_timeout` and `no_change_timeout` ([`parse_seconds`]), then `exec_dir`
     /// ([`ExecDir::parse`]); the first problem is the error.
-    pub fn from_params(params: &ExecParams) -> Result<Self, ApiError> {
+    pub fn from_params(params: &ExecParams) -> Result<Self, TerminalError> {
         match command_problem(&params.command) {
             Some(CommandProblem::Empty) => {
-                return Err(ApiError::invalid("command must not be empty"));
+                return Err(TerminalError::invalid("command must not be empty"));
             }
-            Some(CommandProblem::TooLong) => return Err(ApiError::invalid("command too long")),
+            Some(CommandProblem::TooLong) => {
+                return Err(TerminalError::invalid("command too long"));
+            }
             None => {}
         }
         let timeout = parse_seconds("timeout", params.timeout)?;
@@ -242,14 +244,14 @@ impl Submitted {
     }
 
     /// The command's result as it stands now, shaped.
-    pub async fn result_now(&self) -> Result<CommandResult, ApiError> {
+    pub async fn result_now(&self) -> Result<CommandResult, TerminalError> {
         let result = self.handle.command_result(Some(self.command_id)).await?;
         Ok(self.options.shape(result))
     }
 
     /// Waits as the caller asked (not at all when `async`), then the shaped result; a command
     /// still running after `timeout` is reported as running and goes on.
-    pub async fn wait_for_result(self) -> Result<CommandResult, ApiError> {
+    pub async fn wait_for_result(self) -> Result<CommandResult, TerminalError> {
         if self.options.is_async {
             return self.result_now().await;
         }
@@ -268,7 +270,7 @@ pub async fn submit(
     owner: &str,
     id: &str,
     options: &ExecOptions,
-) -> Result<Submitted, ApiError> {
+) -> Result<Submitted, TerminalError> {
     let handle = registry.get(owner, id).await?;
     let terminal_default = registry.no_change_timeout(owner, id).await;
     let command_id = handle.exec(options.request(terminal_default)).await?;
@@ -285,7 +287,7 @@ pub async fn run(
     owner: &str,
     id: &str,
     options: &ExecOptions,
-) -> Result<CommandResult, ApiError> {
+) -> Result<CommandResult, TerminalError> {
     submit(registry, owner, id, options)
         .await?
         .wait_for_result()
@@ -303,9 +305,9 @@ pub struct JobOptions {
 impl JobOptions {
     /// Checks the command as [`ExecOptions::from_params`] does (with the jobs route's one
     /// message), then `hard_timeout`.
-    pub fn from_params(params: JobParams) -> Result<Self, ApiError> {
+    pub fn from_params(params: JobParams) -> Result<Self, TerminalError> {
         if command_problem(&params.command).is_some() {
-            return Err(ApiError::invalid("command must be 1 byte to 4 MiB"));
+            return Err(TerminalError::invalid("command must be 1 byte to 4 MiB"));
         }
         let hard_timeout = parse_seconds("hard_timeout", params.hard_timeout)?;
         Ok(Self {
@@ -329,12 +331,12 @@ mod tests {
         }
     }
 
-    fn message(result: Result<ExecOptions, ApiError>) -> String {
+    fn message(result: Result<ExecOptions, TerminalError>) -> String {
         match result {
             Ok(options) => panic!("accepted: {options:?}"),
             Err(error) => {
-                assert_eq!(error.code, ErrorCode::InvalidInput);
-                error.message
+                assert_eq!(error.code(), ErrorCode::InvalidInput);
+                error.to_string()
             }
         }
     }
@@ -367,9 +369,9 @@ mod tests {
         );
         for bad in [-1.0, 86_400.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             let error = parse_seconds("hard_timeout", Some(bad)).unwrap_err();
-            assert_eq!(error.code, ErrorCode::InvalidInput);
+            assert_eq!(error.code(), ErrorCode::InvalidInput);
             assert_eq!(
-                error.message,
+                error.to_string(),
                 format!("hard_timeout must be between 0 and 86400 seconds, not {bad}")
             );
         }
@@ -441,7 +443,7 @@ mod tests {
         ] {
             let error = ExecDir::parse(&bad).unwrap_err();
             assert_eq!(
-                error.message,
+                error.to_string(),
                 format!("exec_dir {bad:?} is not an existing absolute directory")
             );
         }
@@ -612,11 +614,11 @@ mod tests {
         };
         for bad in ["", "  ", &"x".repeat(COMMAND_MAX_BYTES + 1)] {
             let error = JobOptions::from_params(job(bad, None)).unwrap_err();
-            assert_eq!(error.message, "command must be 1 byte to 4 MiB");
+            assert_eq!(error.to_string(), "command must be 1 byte to 4 MiB");
         }
         let error = JobOptions::from_params(job("true", Some(-1.0))).unwrap_err();
         assert_eq!(
-            error.message,
+            error.to_string(),
             "hard_timeout must be between 0 and 86400 seconds, not -1"
         );
         let ok = JobOptions::from_params(job("sleep 1", Some(5.0))).unwrap();

@@ -16,6 +16,7 @@
 //! - [`exec`]: exec, the main use case: its defaults, `exec_dir`, `async`, timeouts,
 //!   truncation, and the submit-and-wait flow every transport only translates;
 //! - [`registry`]: the set of terminals by owner, the live limit, discovery after a restart;
+//! - [`error`]: [`error::TerminalError`], the one error type of the core;
 //! - [`creation`]: a client's request checked and turned into a running terminal;
 //! - [`secret`]: random nonces and tokens;
 //! - [`process`]: process facts from `/proc` and signals, for the holder side of the seam;
@@ -25,6 +26,7 @@
 
 pub mod backend;
 pub mod creation;
+pub mod error;
 pub mod event_log;
 pub mod exec;
 pub mod holder;

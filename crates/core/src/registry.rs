@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::error::TerminalError;
 use ptyhub_protocol::api::{CloseResponse, EventsResponse, TerminalInfo};
-use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::TerminalId;
 use tokio::sync::Mutex;
@@ -156,8 +156,8 @@ impl Registry {
     }
 
     /// A live (not closed) terminal of `owner`.
-    pub async fn get(&self, owner: &str, id: &str) -> Result<TerminalHandle, ApiError> {
-        let id = TerminalId::parse(id).map_err(|_| ApiError::not_found(id))?;
+    pub async fn get(&self, owner: &str, id: &str) -> Result<TerminalHandle, TerminalError> {
+        let id = TerminalId::parse(id).map_err(|_| TerminalError::not_found(id))?;
         let mut entries = self.entries.lock().await;
         match entries.get_mut(&(owner.to_owned(), id.clone())) {
             Some(Entry {
@@ -168,7 +168,7 @@ impl Registry {
                 *last_used = Instant::now();
                 Ok(handle.clone())
             }
-            _ => Err(ApiError::not_found(&id)),
+            _ => Err(TerminalError::not_found(&id)),
         }
     }
 
@@ -185,15 +185,15 @@ impl Registry {
         owner: &str,
         id: &str,
         timeout: Option<Duration>,
-    ) -> Result<(), ApiError> {
-        let parsed = TerminalId::parse(id).map_err(|_| ApiError::not_found(id))?;
+    ) -> Result<(), TerminalError> {
+        let parsed = TerminalId::parse(id).map_err(|_| TerminalError::not_found(id))?;
         let mut entries = self.entries.lock().await;
         match entries.get_mut(&(owner.to_owned(), parsed)) {
             Some(entry) if !entry.is_closed() => {
                 entry.no_change_timeout = timeout;
                 Ok(())
             }
-            _ => Err(ApiError::not_found(id)),
+            _ => Err(TerminalError::not_found(id)),
         }
     }
 
@@ -216,7 +216,7 @@ impl Registry {
 
     /// Makes room for one more live terminal: closes the least recently used terminal that
     /// runs no command and has no live connection, or fails with `LIMIT_EXCEEDED`.
-    async fn make_room(&self) -> Result<(), ApiError> {
+    async fn make_room(&self) -> Result<(), TerminalError> {
         let mut candidates: Vec<(Instant, String, TerminalId, TerminalHandle)> = {
             let entries = self.entries.lock().await;
             if entries.values().filter(|e| !e.is_closed()).count() < self.config.limits.max_live {
@@ -244,13 +244,9 @@ impl Registry {
                 return self.close(&owner, id.as_str()).await.map(|_| ());
             }
         }
-        Err(ApiError::new(
-            ErrorCode::LimitExceeded,
-            format!(
-                "at most {} live terminals, and every one runs a command or has a live connection; close one first",
-                self.config.limits.max_live
-            ),
-        ))
+        Err(TerminalError::TooManyTerminals {
+            max: self.config.limits.max_live,
+        })
     }
 
     /// Closes every live terminal unused (no request, no output, no running command, no live
@@ -331,7 +327,7 @@ impl Registry {
         &self,
         owner: &str,
         spec: CreateSpec,
-    ) -> Result<(TerminalHandle, bool), ApiError> {
+    ) -> Result<(TerminalHandle, bool), TerminalError> {
         let plan = Plan::new(spec)?;
         let (id, agent, session) = (plan.id.clone(), plan.agent.clone(), plan.session.clone());
 
@@ -359,7 +355,7 @@ impl Registry {
         let (dir, instance, agent, session, created_at) = match previous {
             Some(previous_dir) => {
                 let old = state_dir::read_meta(&previous_dir)
-                    .map_err(|e| ApiError::internal(format!("cannot read meta.json: {e}")))?;
+                    .map_err(|e| TerminalError::internal(format!("cannot read meta.json: {e}")))?;
                 (
                     previous_dir,
                     old.instance + 1,
@@ -398,7 +394,7 @@ impl Registry {
     }
 
     /// Ends a terminal's processes and takes it off the live list (history stays on disk).
-    pub async fn close(&self, owner: &str, id: &str) -> Result<CloseResponse, ApiError> {
+    pub async fn close(&self, owner: &str, id: &str) -> Result<CloseResponse, TerminalError> {
         let handle = self.get(owner, id).await?;
         let meta = handle.close().await?;
         let mut entries = self.entries.lock().await;
@@ -420,14 +416,14 @@ impl Registry {
         id: &str,
         after: Seq,
         limit: usize,
-    ) -> Result<EventsResponse, ApiError> {
-        let parsed = TerminalId::parse(id).map_err(|_| ApiError::not_found(id))?;
+    ) -> Result<EventsResponse, TerminalError> {
+        let parsed = TerminalId::parse(id).map_err(|_| TerminalError::not_found(id))?;
         let dir = {
             let entries = self.entries.lock().await;
             entries
                 .get(&(owner.to_owned(), parsed.clone()))
                 .map(|e| e.dir.clone())
-                .ok_or_else(|| ApiError::not_found(id))?
+                .ok_or_else(|| TerminalError::not_found(id))?
         };
         let log = self.config.backend.log(&dir);
         read_events_page(&log, &parsed, after, limit.clamp(1, EVENTS_PAGE_MAX))
@@ -441,9 +437,9 @@ fn read_events_page(
     id: &TerminalId,
     after: Seq,
     limit: usize,
-) -> Result<EventsResponse, ApiError> {
+) -> Result<EventsResponse, TerminalError> {
     let cannot_read =
-        |e: std::io::Error| ApiError::internal(format!("cannot read the event log: {e}"));
+        |e: std::io::Error| TerminalError::internal(format!("cannot read the event log: {e}"));
     let mut reader = log.reader(after);
     let mut events = Vec::new();
     let mut bytes = 0;

@@ -231,10 +231,10 @@ PS1='$(printf "\033]133;D;%s;k=%s\007\033]133;A;k=%s\007" "$?" "$__ptyhub_k" "$_
 
 /// The shell to run: the one asked for (on `PATH` or absolute), else the user's login shell,
 /// else `bash`, else `sh`.
-pub fn resolve_shell(shell: Option<&str>) -> Result<String, ptyhub_protocol::error::ApiError> {
+pub fn resolve_shell(shell: Option<&str>) -> Result<String, crate::error::TerminalError> {
     if let Some(shell) = shell {
         return find_program(shell).ok_or_else(|| {
-            ptyhub_protocol::error::ApiError::invalid(format!(
+            crate::error::TerminalError::invalid(format!(
                 "shell {shell:?} is not an executable program"
             ))
         });
@@ -243,12 +243,7 @@ pub fn resolve_shell(shell: Option<&str>) -> Result<String, ptyhub_protocol::err
         .and_then(|s| find_program(&s))
         .or_else(|| find_program("bash"))
         .or_else(|| find_program("sh"))
-        .ok_or_else(|| {
-            ptyhub_protocol::error::ApiError::new(
-                ptyhub_protocol::error::ErrorCode::BackendUnavailable,
-                "no shell found",
-            )
-        })
+        .ok_or(crate::error::TerminalError::NoShell)
 }
 
 /// The shell a terminal gets when the client names none.

@@ -7,11 +7,13 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use ptyhub_core::error::TerminalError;
 use ptyhub_protocol::api::{CloseResponse, Envelope};
-use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::error::ApiError;
 
 use crate::AppState;
 use crate::auth::Principal;
+use crate::wire_error::{Surface, WireError};
 
 /// Closes `principal`'s terminal `id` and answers with `message`, or 200 `success: false` when
 /// there is no such terminal.
@@ -23,9 +25,10 @@ pub async fn close_answer(
 ) -> Result<Response, ApiError> {
     match state.registry.close(&principal.owner, id).await {
         Ok(closed) => Ok(Json(Envelope::<CloseResponse>::ok(message, closed)).into_response()),
-        Err(error) if error.code == ErrorCode::SessionNotFound => {
-            Ok((StatusCode::OK, Json(error.to_body())).into_response())
+        Err(error @ TerminalError::NotFound { .. }) => {
+            let body = WireError::new(error, Surface::RestV2).body();
+            Ok((StatusCode::OK, Json(body)).into_response())
         }
-        Err(error) => Err(error),
+        Err(error) => Err(error.into()),
     }
 }

@@ -9,27 +9,36 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
+use ptyhub_core::error::TerminalError;
 use ptyhub_protocol::error::{ApiError, ErrorCode};
+
+use crate::wire_error::{Surface, WireError};
 use serde::de::DeserializeOwned;
 
-/// An [`ApiError`] with the HTTP status it is answered with.
+/// An error with the HTTP status it is answered with ([`crate::wire_error`] decides both).
 pub struct HttpError {
     status: StatusCode,
     error: ApiError,
 }
 
-impl From<ApiError> for HttpError {
-    fn from(error: ApiError) -> Self {
-        let status = StatusCode::from_u16(error.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        Self { status, error }
+impl From<WireError> for HttpError {
+    fn from(wire: WireError) -> Self {
+        Self {
+            status: wire.status,
+            error: wire.error,
+        }
     }
 }
 
-impl HttpError {
-    /// An error answered with a status other than its code's (a compatibility surface).
-    pub fn with_status(status: StatusCode, error: ApiError) -> Self {
-        Self { status, error }
+impl From<ApiError> for HttpError {
+    fn from(error: ApiError) -> Self {
+        WireError::new(error, Surface::RestV2).into()
+    }
+}
+
+impl From<TerminalError> for HttpError {
+    fn from(error: TerminalError) -> Self {
+        WireError::new(error, Surface::RestV2).into()
     }
 }
 

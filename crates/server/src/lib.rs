@@ -13,6 +13,7 @@ pub mod stream;
 pub mod v1;
 pub mod v2;
 pub mod web;
+pub mod wire_error;
 pub mod ws;
 
 use std::net::SocketAddr;

@@ -17,6 +17,7 @@ use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{ACT_AS_HEADER, Principal};
+use crate::wire_error::{Surface, WireError};
 
 pub const INSTRUCTIONS: &str = "Persistent terminals (real PTY shells) that outlive this conversation. \
 Open a terminal once and keep using its id. Use terminal_exec for shell commands that end: it \
@@ -108,12 +109,7 @@ struct ResizeArgs {
 
 /// A failed tool call's text: `CODE: message (retryable: bool)`.
 pub fn error_text(error: &ApiError) -> String {
-    format!(
-        "{}: {} (retryable: {})",
-        error.code,
-        error.message,
-        error.code.is_retryable()
-    )
+    WireError::new(error.clone(), Surface::Mcp).tool_text()
 }
 
 /// A call's answer as a tool result: its `data` as pretty JSON (keys sorted, as

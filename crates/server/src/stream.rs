@@ -21,6 +21,8 @@ use ptyhub_protocol::api::Envelope;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::wire_error::{Surface, WireError};
+
 /// Events buffered for a slow reader; the producer waits beyond it (nothing is skipped).
 const EVENTS_QUEUED: usize = 64;
 
@@ -42,10 +44,15 @@ pub fn exec_events(submitted: Submitted) -> Response {
 
 /// Streams the current command's output until it ends (or `limit` passes), then `finish`'s
 /// result as the last event.
-pub fn command_events<R, F>(handle: TerminalHandle, limit: Option<Duration>, finish: F) -> Response
+pub fn command_events<R, E, F>(
+    handle: TerminalHandle,
+    limit: Option<Duration>,
+    finish: F,
+) -> Response
 where
     R: Serialize + Send + 'static,
-    F: std::future::Future<Output = Result<R, ptyhub_protocol::ApiError>> + Send + 'static,
+    E: Into<ptyhub_protocol::ApiError>,
+    F: std::future::Future<Output = Result<R, E>> + Send + 'static,
 {
     let (tx, rx) = mpsc::channel::<Event>(EVENTS_QUEUED);
     tokio::spawn(async move {
@@ -89,7 +96,7 @@ where
         }
         let last = match finish.await {
             Ok(result) => serde_json::to_string(&Envelope::ok("Command executed", result)),
-            Err(error) => serde_json::to_string(&error.to_body()),
+            Err(error) => serde_json::to_string(&WireError::new(error, Surface::RestV2).body()),
         };
         let event = Event::default()
             .event("result")

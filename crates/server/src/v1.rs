@@ -10,18 +10,18 @@ use std::time::Duration;
 use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use ptyhub_core::exec::{self, ExecDir, ExecOptions, parse_seconds};
 use ptyhub_core::registry::CreateSpec;
 use ptyhub_protocol::api::{CommandStatus, ConsoleRecord, Envelope, ExecParams};
-use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::error::ApiError;
 use ptyhub_protocol::ids::TerminalId;
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
 use crate::auth::{Capability, Principal};
 use crate::http_error::{HttpError, JsonBody};
+use crate::wire_error::{Surface, WireError};
 
 /// Longest `wait` of v1.
 const WAIT_MAX_SECS: f64 = 3600.0;
@@ -46,13 +46,7 @@ pub fn routes() -> axum::Router<AppState> {
 
 /// v1's statuses for failures (see the module docs).
 fn v1_error(error: impl Into<ApiError>) -> HttpError {
-    let error = error.into();
-    match error.code {
-        ErrorCode::Busy | ErrorCode::Timeout | ErrorCode::SessionNotRunning => {
-            HttpError::with_status(StatusCode::BAD_REQUEST, error)
-        }
-        _ => HttpError::from(error),
-    }
+    WireError::new(error, Surface::RestV1).into()
 }
 
 fn ok<T>(message: &str, data: T) -> Answer<T> {

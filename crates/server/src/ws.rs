@@ -27,6 +27,7 @@ use tokio::time::Instant;
 use crate::AppState;
 use crate::auth::{Capability, Principal};
 use crate::http_error::{HttpError, QueryParams};
+use crate::wire_error::{Surface, WireError};
 
 /// Largest frame or message a client may send.
 const CLIENT_MESSAGE_MAX_BYTES: usize = 1024 * 1024;
@@ -241,13 +242,13 @@ fn open(
     upgrade(ws).on_upgrade(move |socket| async move {
         let (handle, preface) = match target.await {
             Ok(found) => found,
-            Err(error) => return refuse(socket, &error).await,
+            Err(error) => return refuse(socket, error).await,
         };
         match handle.connect(options).await {
             Ok((connection, ready)) => {
                 serve(socket, connection, ready, mode, transport, &preface).await;
             }
-            Err(error) => refuse(socket, &error).await,
+            Err(error) => refuse(socket, error).await,
         }
         if let Preface::Anonymous {
             registry,
@@ -261,7 +262,7 @@ fn open(
     })
 }
 
-async fn refuse(mut socket: WebSocket, error: &ApiError) {
+async fn refuse(mut socket: WebSocket, error: impl Into<ApiError>) {
     let _ = socket.send(error_frame(error)).await;
     let _ = socket.send(close_message(1008, "refused")).await;
 }
@@ -277,8 +278,8 @@ fn frame_message(frame: &ServerFrame) -> Message {
     Message::Text(Utf8Bytes::from(frame.to_text()))
 }
 
-fn error_frame(error: &ApiError) -> Message {
-    frame_message(&ServerFrame::error(error))
+fn error_frame(error: impl Into<ApiError>) -> Message {
+    frame_message(&WireError::new(error, Surface::WebSocket).frame())
 }
 
 /// The wire name of a connection's mode.
@@ -378,8 +379,8 @@ async fn serve(
                 let reply = match message {
                     Some(Ok(Message::Text(body))) => on_text(&connection, body.as_str()).await,
                     Some(Ok(Message::Binary(bytes))) => match transport {
-                        LiveTransport::Binary => connection.input(&bytes).await.err().map(|e| error_frame(&e)),
-                        LiveTransport::Json => Some(error_frame(&ApiError::invalid(
+                        LiveTransport::Binary => connection.input(&bytes).await.err().map(error_frame),
+                        LiveTransport::Json => Some(error_frame(ApiError::invalid(
                             "binary frames need protocol=binary; send {\"type\":\"input\",\"data\":…}",
                         ))),
                     },
@@ -435,7 +436,7 @@ async fn on_text(connection: &Connection, body: &str) -> Option<Message> {
     let frame = match serde_json::from_str::<ClientFrame>(body) {
         Ok(frame) => frame,
         Err(_) => {
-            return Some(error_frame(&ApiError::invalid(
+            return Some(error_frame(ApiError::invalid(
                 "unknown frame: send {\"type\":\"input\",\"data\":…}, {\"type\":\"resize\",\"cols\":…,\"rows\":…} or {\"type\":\"ping\"}; nothing was written to the terminal",
             )));
         }
@@ -447,14 +448,14 @@ async fn on_text(connection: &Connection, body: &str) -> Option<Message> {
                 .and_then(|(cols, rows)| TermSize::new(cols, rows));
             match size {
                 Ok(size) => connection.resize(size.cols, size.rows).await,
-                Err(error) => Err(error),
+                Err(error) => Err(error.into()),
             }
         }
         ClientFrame::Ping { timestamp } => {
             return Some(frame_message(&ServerFrame::Pong { timestamp }));
         }
     };
-    outcome.err().map(|error| error_frame(&error))
+    outcome.err().map(error_frame)
 }
 
 /// Turns a frame into messages; the second value is set when the connection closes after.
@@ -506,7 +507,7 @@ fn encode(
                 }
                 LiveFrame::Failed(error) => {
                     close = Some(close_message(1011, "failed"));
-                    ServerFrame::error(error)
+                    WireError::new(error.clone(), Surface::WebSocket).frame()
                 }
                 LiveFrame::Output { .. } => return (messages, close),
             };

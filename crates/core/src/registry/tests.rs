@@ -67,8 +67,8 @@ async fn a_terminal_is_seen_by_its_owner_only_and_created_once() {
     let foreign = registry
         .get("bob", "t1")
         .await
-        .map_err(|e| (e.code, e.message));
-    let absent = registry.get("bob", "t9").await.map_err(|e| e.code);
+        .map_err(|e| (e.code(), e.to_string()));
+    let absent = registry.get("bob", "t9").await.map_err(|e| e.code());
     assert_eq!(foreign.as_ref().map_err(|e| e.0).err(), absent.err());
     assert_eq!(
         foreign.err().map(|e| e.1).as_deref(),
@@ -90,7 +90,10 @@ async fn a_failed_launch_is_backend_unavailable_and_leaves_a_closed_error_record
     s.backend.refuse_launches();
     let registry = registry(&s, 20);
     let refused = registry.create("ann", spec("t1")).await.err();
-    assert_eq!(refused.map(|e| e.code), Some(ErrorCode::BackendUnavailable));
+    assert_eq!(
+        refused.map(|e| e.code()),
+        Some(ErrorCode::BackendUnavailable)
+    );
     assert!(registry.get("ann", "t1").await.is_err());
     assert!(registry.list("ann", true).await.is_empty());
     let found = s.state.discover();
@@ -142,7 +145,7 @@ async fn the_live_limit_closes_the_least_recently_used_idle_terminal_but_never_a
     .await
     .expect("t2 runs a command");
     let refused = registry.create("ann", spec("t3")).await.err();
-    assert_eq!(refused.map(|e| e.code), Some(ErrorCode::LimitExceeded));
+    assert_eq!(refused.map(|e| e.code()), Some(ErrorCode::LimitExceeded));
     assert!(registry.get("ann", "t2").await.is_ok());
 }
 

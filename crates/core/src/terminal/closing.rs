@@ -2,7 +2,7 @@
 //! is gone the terminal is marked closed and what memory held of it is dropped (its history
 //! stays on disk). A host that does not finish in time is killed.
 
-use ptyhub_protocol::error::ApiError;
+use crate::error::TerminalError;
 use ptyhub_protocol::holder::HolderRequest;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -12,7 +12,10 @@ use crate::screen_worker::SharedScreen;
 use crate::state_dir::{self, TerminalMeta};
 
 impl Actor {
-    pub(super) async fn close(&mut self, reply: oneshot::Sender<Result<TerminalMeta, ApiError>>) {
+    pub(super) async fn close(
+        &mut self,
+        reply: oneshot::Sender<Result<TerminalMeta, TerminalError>>,
+    ) {
         self.closers.push(reply);
         self.close_started.get_or_insert_with(Instant::now);
         match self.link.as_mut() {

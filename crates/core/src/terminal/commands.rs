@@ -3,8 +3,8 @@
 //! timeout ladder (`hard_timeout` / `no_change_timeout` press ^C, the group is killed after a
 //! grace, tracking gives up after another), results by id and the jobs' view of them.
 
+use crate::error::TerminalError;
 use ptyhub_protocol::api::{CommandResult, CommandStatus};
-use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::holder::HolderRequest;
 use tokio::sync::oneshot;
 use tokio::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use crate::tracker::{ShellPhase, TrackerEvent};
 /// An exec that waits for the shell to be ready.
 pub(super) struct PendingExec {
     pub(super) request: ExecRequest,
-    pub(super) reply: oneshot::Sender<Result<u64, ApiError>>,
+    pub(super) reply: oneshot::Sender<Result<u64, TerminalError>>,
     pub(super) since: Instant,
 }
 
@@ -82,7 +82,7 @@ impl Actor {
     pub(super) async fn exec(
         &mut self,
         request: ExecRequest,
-        reply: oneshot::Sender<Result<u64, ApiError>>,
+        reply: oneshot::Sender<Result<u64, TerminalError>>,
     ) {
         if self.is_exited || self.link.is_none() {
             let _ = reply.send(Err(not_running(&self.meta)));
@@ -94,10 +94,7 @@ impl Actor {
                 ShellPhase::Running | ShellPhase::Submitted
             );
         if is_busy {
-            let _ = reply.send(Err(ApiError::new(
-                ErrorCode::Busy,
-                "Session already has a running command",
-            )));
+            let _ = reply.send(Err(TerminalError::CommandRunning));
             return;
         }
         // Wait for the line editor: typed ahead while the shell is between the prompt mark
@@ -124,7 +121,7 @@ impl Actor {
             .is_some_and(|until| self.last_seq >= until)
     }
 
-    pub(super) async fn submit(&mut self, request: ExecRequest) -> Result<u64, ApiError> {
+    pub(super) async fn submit(&mut self, request: ExecRequest) -> Result<u64, TerminalError> {
         let bytes = self.kind.submission(
             &request.command,
             self.tracker.has_bracketed_paste(),
@@ -177,10 +174,7 @@ impl Actor {
             .pending_exec
             .take_if(|p| now >= p.since + FIRST_PROMPT_TIMEOUT)
         {
-            let _ = pending.reply.send(Err(ApiError::new(
-                ErrorCode::Timeout,
-                "the shell did not show a prompt in time",
-            )));
+            let _ = pending.reply.send(Err(TerminalError::FirstPromptTimeout));
         }
         if self.tracker.running().is_none() {
             return;

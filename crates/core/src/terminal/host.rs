@@ -3,8 +3,8 @@
 //! the screen, the live connections and the query scanner; answers to input, status and
 //! signal requests to whoever waits — and writing input.
 
+use crate::error::TerminalError;
 use ptyhub_protocol::api::TerminalState;
-use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::event::{EventKind, Seq};
 use ptyhub_protocol::holder::{HolderLine, HolderMessage, HolderRequest};
 use tokio::sync::oneshot;
@@ -105,10 +105,9 @@ impl Actor {
                     let outcome = if accepted {
                         Ok(())
                     } else {
-                        Err(ApiError::new(
-                            ErrorCode::Busy,
-                            error.unwrap_or_else(|| "input refused".to_owned()),
-                        ))
+                        Err(TerminalError::InputRefused {
+                            reason: error.unwrap_or_else(|| "input refused".to_owned()),
+                        })
                     };
                     let _ = ack.send(outcome);
                 }
@@ -131,7 +130,7 @@ impl Actor {
                             is_shell: self.meta.pid == Some(pgid),
                         }),
                         (None, _) => Err(not_running(&self.meta)),
-                        (Some(_), Some(error)) => Err(ApiError::internal(format!(
+                        (Some(_), Some(error)) => Err(TerminalError::internal(format!(
                             "cannot signal the foreground group: {error}"
                         ))),
                     };
@@ -233,16 +232,16 @@ impl Actor {
     pub(super) async fn write_input(
         &mut self,
         data: &[u8],
-        ack: Option<oneshot::Sender<Result<(), ApiError>>>,
-    ) -> Result<(), ApiError> {
+        ack: Option<oneshot::Sender<Result<(), TerminalError>>>,
+    ) -> Result<(), TerminalError> {
         let sent = match self.link.as_mut() {
             Some(link) if !self.is_exited => link
                 .send(&HolderRequest::Input {
                     data: data.to_vec(),
                 })
                 .await
-                .map_err(|e| {
-                    ApiError::new(ErrorCode::SessionNotRunning, format!("holder link: {e}"))
+                .map_err(|e| TerminalError::HostGone {
+                    detail: e.to_string(),
                 }),
             _ => Err(not_running(&self.meta)),
         };

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use crate::error::TerminalError;
 use ptyhub_protocol::api::{CommandStatus, JobResponse, JobState};
-use ptyhub_protocol::error::{ApiError, ErrorCode};
 
 use super::{ExecRequest, JobView, TerminalHandle};
 use crate::exec::truncate_output;
@@ -15,10 +15,12 @@ pub fn job_id(command_id: u64) -> String {
     format!("job-{command_id}")
 }
 
-fn parse_job_id(job: &str) -> Result<u64, ApiError> {
+fn parse_job_id(job: &str) -> Result<u64, TerminalError> {
     job.strip_prefix("job-")
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| ApiError::new(ErrorCode::JobNotFound, format!("job {job:?} not found")))
+        .ok_or_else(|| TerminalError::JobNotFound {
+            job: format!("{job:?}"),
+        })
 }
 
 /// Starts a job; answers at once.
@@ -26,7 +28,7 @@ pub async fn start(
     handle: &TerminalHandle,
     command: String,
     hard_timeout: Option<Duration>,
-) -> Result<JobResponse, ApiError> {
+) -> Result<JobResponse, TerminalError> {
     let id = handle
         .exec(ExecRequest {
             command,
@@ -37,12 +39,14 @@ pub async fn start(
     get(handle, &job_id(id)).await
 }
 
-pub async fn get(handle: &TerminalHandle, job: &str) -> Result<JobResponse, ApiError> {
+pub async fn get(handle: &TerminalHandle, job: &str) -> Result<JobResponse, TerminalError> {
     let id = parse_job_id(job)?;
     let view = handle
         .job(id)
         .await?
-        .ok_or_else(|| ApiError::new(ErrorCode::JobNotFound, format!("job {job} not found")))?;
+        .ok_or_else(|| TerminalError::JobNotFound {
+            job: job.to_string(),
+        })?;
     Ok(response(id, view))
 }
 
@@ -51,14 +55,14 @@ pub async fn wait(
     handle: &TerminalHandle,
     job: &str,
     limit: Duration,
-) -> Result<JobResponse, ApiError> {
+) -> Result<JobResponse, TerminalError> {
     let id = parse_job_id(job)?;
     get(handle, job).await?;
     handle.wait_command(Some(id), Some(limit)).await?;
     get(handle, job).await
 }
 
-pub async fn cancel(handle: &TerminalHandle, job: &str) -> Result<JobResponse, ApiError> {
+pub async fn cancel(handle: &TerminalHandle, job: &str) -> Result<JobResponse, TerminalError> {
     let id = parse_job_id(job)?;
     let current = get(handle, job).await?;
     if current.state != JobState::Running {

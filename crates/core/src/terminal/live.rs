@@ -21,8 +21,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::error::TerminalError;
 use bytes::Bytes;
-use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::event::{Event, EventKind, Seq};
 use tokio::sync::{Notify, watch};
 
@@ -128,7 +128,7 @@ pub enum LiveFrame {
     /// A newer durable relay took over; nothing follows.
     Replaced,
     /// The connection cannot continue (it fell behind what the log keeps); nothing follows.
-    Failed(ApiError),
+    Failed(TerminalError),
 }
 
 /// An event as the actor publishes it to live connections.
@@ -377,17 +377,19 @@ pub struct Connection {
 
 impl TerminalHandle {
     /// Connects a live client (see the module docs and docs/websocket.md).
-    pub async fn connect(&self, options: ConnectOptions) -> Result<(Connection, Ready), ApiError> {
+    pub async fn connect(
+        &self,
+        options: ConnectOptions,
+    ) -> Result<(Connection, Ready), TerminalError> {
         let probe = self.probe().await?;
         let info = self.info().await?;
         let now = *self.seq().borrow();
         if let Some(since) = options.since_seq
             && since > now
         {
-            return Err(ApiError::new(
-                ErrorCode::InvalidCursor,
-                format!("since_seq {since} is ahead of this terminal (last seq {now})"),
-            ));
+            return Err(TerminalError::InvalidCursor {
+                detail: format!("since_seq {since} is ahead of this terminal (last seq {now})"),
+            });
         }
         let hub = Arc::clone(&self.live);
         let (id, replaced, resumed, replay_from) = {
@@ -399,7 +401,7 @@ impl TerminalHandle {
                 LiveMode::Relay { durable } => {
                     if let Some(current) = state.relay {
                         if !durable {
-                            return Err(ApiError::new(ErrorCode::Busy, RELAY_BUSY_MESSAGE));
+                            return Err(TerminalError::RelayBusy);
                         }
                         if let Some(old) = state.connections.iter().find(|c| c.id == current)
                             && let Some(tell) = &old.replaced
@@ -433,10 +435,7 @@ impl TerminalHandle {
                         .filter(|c| !matches!(c.mode, LiveMode::Relay { .. }))
                         .count();
                     if peers >= PEERS_MAX {
-                        return Err(ApiError::new(
-                            ErrorCode::LimitExceeded,
-                            format!("at most {PEERS_MAX} attachments on one terminal"),
-                        ));
+                        return Err(TerminalError::TooManyAttachments { max: PEERS_MAX });
                     }
                     if options.restore {
                         replay_from = Some(Hub::retained_start(&state, options.replay_bytes));
@@ -513,18 +512,17 @@ fn check_not_expired(
     reader: &mut LogReader,
     after: Seq,
     events: &mut Vec<Event>,
-) -> Result<(), ApiError> {
+) -> Result<(), TerminalError> {
     let read = reader
         .read(64 * 1024, events)
-        .map_err(|e| ApiError::internal(format!("cannot read the event log: {e}")))?;
+        .map_err(|e| TerminalError::internal(format!("cannot read the event log: {e}")))?;
     match events.first() {
-        Some(first) if read > 0 && first.seq > after.next() => Err(ApiError::new(
-            ErrorCode::CursorExpired,
-            format!(
+        Some(first) if read > 0 && first.seq > after.next() => Err(TerminalError::CursorExpired {
+            detail: format!(
                 "the log no longer keeps the events after seq {after} (the oldest kept is {})",
                 first.seq
             ),
-        )),
+        }),
         _ => Ok(()),
     }
 }
@@ -616,13 +614,14 @@ impl Connection {
                         Ok(_) if events.first().is_some_and(|e| e.seq > self.last.next()) => {
                             // The log no longer keeps where this connection was: say so rather
                             // than skip output silently.
-                            self.pending.push_back(LiveFrame::Failed(ApiError::new(
-                                ErrorCode::CursorExpired,
-                                format!(
-                                    "this connection fell behind what the log keeps (it had seq {}); reconnect",
-                                    self.last
-                                ),
-                            )));
+                            self.pending.push_back(LiveFrame::Failed(
+                                TerminalError::CursorExpired {
+                                    detail: format!(
+                                        "this connection fell behind what the log keeps (it had seq {}); reconnect",
+                                        self.last
+                                    ),
+                                },
+                            ));
                         }
                         Ok(_) => {
                             let frames: Vec<LiveEvent> =
@@ -731,7 +730,7 @@ impl Connection {
 
     fn fail_reading(&mut self, error: &std::io::Error) {
         self.pending
-            .push_back(LiveFrame::Failed(ApiError::internal(format!(
+            .push_back(LiveFrame::Failed(TerminalError::internal(format!(
                 "cannot read the event log: {error}"
             ))));
     }
@@ -752,7 +751,7 @@ impl Connection {
     }
 
     /// Writes a client's input to the terminal, if this connection may write.
-    pub async fn input(&self, data: &[u8]) -> Result<(), ApiError> {
+    pub async fn input(&self, data: &[u8]) -> Result<(), TerminalError> {
         self.require_writer("write to")?;
         let data = if self.is_query_answerer() {
             std::borrow::Cow::Borrowed(data)
@@ -766,19 +765,16 @@ impl Connection {
     }
 
     /// Resizes the terminal (the PTY, the screen and every connection), if this connection may.
-    pub async fn resize(&self, cols: u16, rows: u16) -> Result<(), ApiError> {
+    pub async fn resize(&self, cols: u16, rows: u16) -> Result<(), TerminalError> {
         self.require_writer("resize")?;
         self.handle.resize(cols, rows).await
     }
 
-    fn require_writer(&self, what: &str) -> Result<(), ApiError> {
+    fn require_writer(&self, what: &'static str) -> Result<(), TerminalError> {
         if self.mode.is_writer() {
             Ok(())
         } else {
-            Err(ApiError::new(
-                ErrorCode::PermissionDenied,
-                format!("a watcher cannot {what} the terminal (connect with mode=attach)"),
-            ))
+            Err(TerminalError::WatcherCannot { what })
         }
     }
 

@@ -37,10 +37,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::error::TerminalError;
 use ptyhub_protocol::api::{
     CommandResult, CommandStatus, ScreenResponse, TerminalInfo, TerminalState,
 };
-use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::holder::{HolderLine, HolderRequest, HolderStatus};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -79,24 +79,24 @@ pub struct ExecRequest {
 
 enum Request {
     Info(oneshot::Sender<TerminalInfo>),
-    Exec(ExecRequest, oneshot::Sender<Result<u64, ApiError>>),
+    Exec(ExecRequest, oneshot::Sender<Result<u64, TerminalError>>),
     /// Resolves once command `id` (or the running one) is no longer running.
     Wait(Option<u64>, oneshot::Sender<CommandResult>),
     Result(Option<u64>, oneshot::Sender<CommandResult>),
     Screen(oneshot::Sender<ScreenResponse>),
-    Input(Vec<u8>, oneshot::Sender<Result<(), ApiError>>),
-    Resize(u16, u16, oneshot::Sender<Result<(), ApiError>>),
-    Close(oneshot::Sender<Result<TerminalMeta, ApiError>>),
+    Input(Vec<u8>, oneshot::Sender<Result<(), TerminalError>>),
+    Resize(u16, u16, oneshot::Sender<Result<(), TerminalError>>),
+    Close(oneshot::Sender<Result<TerminalMeta, TerminalError>>),
     Probe(oneshot::Sender<Probe>),
     Lines(oneshot::Sender<Vec<String>>),
     /// A command by id: running now, or among the last finished ones.
     Job(u64, oneshot::Sender<Option<JobView>>),
     /// Interrupt the running command (`id` or whichever runs) as a cancel.
-    Cancel(Option<u64>, oneshot::Sender<Result<u64, ApiError>>),
+    Cancel(Option<u64>, oneshot::Sender<Result<u64, TerminalError>>),
     /// The process facts, from the backend.
     Foreground(oneshot::Sender<Option<Foreground>>),
     /// A signal (its number) for the foreground process group.
-    Signal(i32, oneshot::Sender<Result<Signaled, ApiError>>),
+    Signal(i32, oneshot::Sender<Result<Signaled, TerminalError>>),
 }
 
 /// What the terminal's foreground process group is doing, as its backend reports it.
@@ -194,23 +194,23 @@ impl TerminalHandle {
     async fn ask<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<T>) -> Request,
-    ) -> Result<T, ApiError> {
+    ) -> Result<T, TerminalError> {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(make(reply))
             .await
-            .map_err(|_| ApiError::internal("terminal actor is gone"))?;
+            .map_err(|_| TerminalError::internal("terminal actor is gone"))?;
         answer
             .await
-            .map_err(|_| ApiError::internal("terminal actor dropped the request"))
+            .map_err(|_| TerminalError::internal("terminal actor dropped the request"))
     }
 
-    pub async fn info(&self) -> Result<TerminalInfo, ApiError> {
+    pub async fn info(&self) -> Result<TerminalInfo, TerminalError> {
         self.ask(Request::Info).await
     }
 
     /// Submits a command; answers with its id once the shell has it.
-    pub async fn exec(&self, request: ExecRequest) -> Result<u64, ApiError> {
+    pub async fn exec(&self, request: ExecRequest) -> Result<u64, TerminalError> {
         self.ask(|reply| Request::Exec(request, reply)).await?
     }
 
@@ -219,12 +219,12 @@ impl TerminalHandle {
         &self,
         id: Option<u64>,
         limit: Option<Duration>,
-    ) -> Result<CommandResult, ApiError> {
+    ) -> Result<CommandResult, TerminalError> {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Request::Wait(id, reply))
             .await
-            .map_err(|_| ApiError::internal("terminal actor is gone"))?;
+            .map_err(|_| TerminalError::internal("terminal actor is gone"))?;
         let finished = match limit {
             Some(limit) => tokio::time::timeout(limit, answer).await.ok(),
             None => Some(answer.await),
@@ -236,63 +236,61 @@ impl TerminalHandle {
     }
 
     /// The command as it stands now.
-    pub async fn command_result(&self, id: Option<u64>) -> Result<CommandResult, ApiError> {
+    pub async fn command_result(&self, id: Option<u64>) -> Result<CommandResult, TerminalError> {
         self.ask(|reply| Request::Result(id, reply)).await
     }
 
-    pub async fn screen(&self) -> Result<ScreenResponse, ApiError> {
+    pub async fn screen(&self) -> Result<ScreenResponse, TerminalError> {
         self.ask(Request::Screen).await
     }
 
-    pub async fn input(&self, data: Vec<u8>) -> Result<(), ApiError> {
+    pub async fn input(&self, data: Vec<u8>) -> Result<(), TerminalError> {
         self.ask(|reply| Request::Input(data, reply)).await?
     }
 
-    pub async fn resize(&self, cols: u16, rows: u16) -> Result<(), ApiError> {
+    pub async fn resize(&self, cols: u16, rows: u16) -> Result<(), TerminalError> {
         self.ask(|reply| Request::Resize(cols, rows, reply)).await?
     }
 
     /// Ends the whole process tree and marks the terminal closed; its history stays.
-    pub async fn close(&self) -> Result<TerminalMeta, ApiError> {
+    pub async fn close(&self) -> Result<TerminalMeta, TerminalError> {
         self.ask(Request::Close).await?
     }
 
-    pub async fn probe(&self) -> Result<Probe, ApiError> {
+    pub async fn probe(&self) -> Result<Probe, TerminalError> {
         self.ask(Request::Probe).await
     }
 
     /// What the foreground process group is doing now, from the backend (`None` once the
     /// program exited or its host is gone).
-    pub async fn foreground(&self) -> Result<Option<Foreground>, ApiError> {
+    pub async fn foreground(&self) -> Result<Option<Foreground>, TerminalError> {
         self.ask(Request::Foreground).await
     }
 
     /// Sends signal `number` to the foreground process group.
-    pub async fn signal_foreground(&self, number: i32) -> Result<Signaled, ApiError> {
+    pub async fn signal_foreground(&self, number: i32) -> Result<Signaled, TerminalError> {
         self.ask(|reply| Request::Signal(number, reply)).await?
     }
 
     /// The exclusive right to `send`, or `BUSY`.
-    pub fn try_send_lock(&self) -> Result<tokio::sync::OwnedMutexGuard<()>, ApiError> {
-        self.send_lock.clone().try_lock_owned().map_err(|_| {
-            ApiError::new(
-                ErrorCode::Busy,
-                "another send is in progress on this terminal",
-            )
-        })
+    pub fn try_send_lock(&self) -> Result<tokio::sync::OwnedMutexGuard<()>, TerminalError> {
+        self.send_lock
+            .clone()
+            .try_lock_owned()
+            .map_err(|_| TerminalError::SendInProgress)
     }
 
     /// All rendered lines (scrollback, then the screen), oldest first.
-    pub async fn all_lines(&self) -> Result<Vec<String>, ApiError> {
+    pub async fn all_lines(&self) -> Result<Vec<String>, TerminalError> {
         self.ask(Request::Lines).await
     }
 
-    pub async fn job(&self, id: u64) -> Result<Option<JobView>, ApiError> {
+    pub async fn job(&self, id: u64) -> Result<Option<JobView>, TerminalError> {
         self.ask(|reply| Request::Job(id, reply)).await
     }
 
     /// Interrupts the running command (^C, then a kill if it ignores it); returns its id.
-    pub async fn cancel(&self, id: Option<u64>) -> Result<u64, ApiError> {
+    pub async fn cancel(&self, id: Option<u64>) -> Result<u64, TerminalError> {
         self.ask(|reply| Request::Cancel(id, reply)).await?
     }
 
@@ -317,7 +315,7 @@ struct Actor {
     is_exited: bool,
     pending_exec: Option<PendingExec>,
     waiters: Vec<(u64, oneshot::Sender<CommandResult>)>,
-    closers: Vec<oneshot::Sender<Result<TerminalMeta, ApiError>>>,
+    closers: Vec<oneshot::Sender<Result<TerminalMeta, TerminalError>>>,
     close_started: Option<Instant>,
     timers: CommandTimers,
     last_output_at: Instant,
@@ -330,11 +328,11 @@ struct Actor {
     replay_until: Option<Seq>,
     /// Input requests sent to the holder and not yet answered, in order; `Some` when a client
     /// waits for the answer.
-    input_acks: VecDeque<Option<oneshot::Sender<Result<(), ApiError>>>>,
+    input_acks: VecDeque<Option<oneshot::Sender<Result<(), TerminalError>>>>,
     /// Status requests sent to the backend and not yet answered, in order.
     status_acks: VecDeque<oneshot::Sender<Option<Foreground>>>,
     /// Signal requests sent and not yet answered, in order; `Some` when a client waits.
-    signal_acks: VecDeque<Option<oneshot::Sender<Result<Signaled, ApiError>>>>,
+    signal_acks: VecDeque<Option<oneshot::Sender<Result<Signaled, TerminalError>>>>,
     /// The last finished commands' results, by id (oldest first).
     finished: VecDeque<(u64, CommandResult)>,
     /// Commands a client asked to cancel.
@@ -439,7 +437,7 @@ impl Actor {
                     Some(link) => link
                         .send(&HolderRequest::Resize { cols, rows })
                         .await
-                        .map_err(|e| ApiError::internal(format!("holder link: {e}"))),
+                        .map_err(|e| TerminalError::internal(format!("holder link: {e}"))),
                     None => Err(not_running(&self.meta)),
                 };
                 let _ = reply.send(outcome);
@@ -484,10 +482,7 @@ impl Actor {
                         self.interrupt(CommandStatus::Terminated).await;
                         Ok(running)
                     }
-                    None => Err(ApiError::new(
-                        ErrorCode::JobNotFound,
-                        "no such running job (it may have ended)",
-                    )),
+                    None => Err(TerminalError::NoRunningJob),
                 };
                 let _ = reply.send(outcome);
             }
@@ -542,11 +537,10 @@ impl Actor {
     }
 }
 
-fn not_running(meta: &TerminalMeta) -> ApiError {
-    ApiError::new(
-        ErrorCode::SessionNotRunning,
-        format!("session {} is not running (its program exited)", meta.id),
-    )
+fn not_running(meta: &TerminalMeta) -> TerminalError {
+    TerminalError::NotRunning {
+        id: meta.id.to_string(),
+    }
 }
 
 async fn recv_line(lines: &mut Option<Box<dyn LineStream>>) -> Option<HolderLine> {

@@ -5,8 +5,8 @@
 //! (`c1.<hex>`). A cursor of another terminal is `INVALID_CURSOR`; one older than the oldest
 //! event the log keeps is `CURSOR_EXPIRED` (retryable: observe again without a cursor).
 
+use crate::error::TerminalError;
 use ptyhub_protocol::api::{ObserveResponse, ScrollbackResponse, Snapshot};
-use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::event::{Event, EventKind, Seq};
 
 use super::TerminalHandle;
@@ -24,8 +24,10 @@ pub fn encode_cursor(id: &str, seq: Seq) -> String {
     format!("c1.{hex}")
 }
 
-fn decode_cursor(cursor: &str, id: &str) -> Result<Seq, ApiError> {
-    let invalid = || ApiError::new(ErrorCode::InvalidCursor, "invalid cursor for this terminal");
+fn decode_cursor(cursor: &str, id: &str) -> Result<Seq, TerminalError> {
+    let invalid = || TerminalError::InvalidCursor {
+        detail: "invalid cursor for this terminal".to_owned(),
+    };
     let hex = cursor.strip_prefix("c1.").ok_or_else(invalid)?;
     if hex.len() % 2 != 0 || hex.len() > 512 {
         return Err(invalid());
@@ -42,7 +44,7 @@ fn decode_cursor(cursor: &str, id: &str) -> Result<Seq, ApiError> {
     seq.parse().map(Seq).map_err(|_| invalid())
 }
 
-pub async fn snapshot(handle: &TerminalHandle) -> Result<(Snapshot, String, Seq), ApiError> {
+pub async fn snapshot(handle: &TerminalHandle) -> Result<(Snapshot, String, Seq), TerminalError> {
     let screen = handle.screen().await?;
     let foreground = handle.foreground().await?;
     let snapshot = Snapshot {
@@ -62,7 +64,7 @@ pub async fn snapshot(handle: &TerminalHandle) -> Result<(Snapshot, String, Seq)
 pub async fn observe(
     handle: &TerminalHandle,
     cursor: Option<&str>,
-) -> Result<ObserveResponse, ApiError> {
+) -> Result<ObserveResponse, TerminalError> {
     let probe = handle.probe().await?;
     let Some(cursor) = cursor else {
         let (snapshot, session_id, seq) = snapshot(handle).await?;
@@ -75,19 +77,15 @@ pub async fn observe(
     let after = decode_cursor(cursor, &probe.id)?;
     let now = *handle.seq().borrow();
     if after > now {
-        return Err(ApiError::new(
-            ErrorCode::InvalidCursor,
-            "cursor is ahead of this terminal",
-        ));
+        return Err(TerminalError::InvalidCursor {
+            detail: "cursor is ahead of this terminal".to_owned(),
+        });
     }
-    let expired = || {
-        ApiError::new(
-            ErrorCode::CursorExpired,
-            "cursor is older than the history kept; observe again without a cursor",
-        )
+    let expired = || TerminalError::CursorExpired {
+        detail: "cursor is older than the history kept; observe again without a cursor".to_owned(),
     };
     let cannot_read =
-        |e: std::io::Error| ApiError::internal(format!("cannot read the event log: {e}"));
+        |e: std::io::Error| TerminalError::internal(format!("cannot read the event log: {e}"));
     if probe
         .log
         .oldest_seq()
@@ -139,7 +137,7 @@ pub async fn scrollback(
     handle: &TerminalHandle,
     offset: usize,
     lines: usize,
-) -> Result<ScrollbackResponse, ApiError> {
+) -> Result<ScrollbackResponse, TerminalError> {
     let lines = lines.clamp(1, SCROLLBACK_PAGE_MAX);
     let all = handle.all_lines().await?;
     let probe = handle.probe().await?;
@@ -163,8 +161,11 @@ mod tests {
     fn cursors_round_trip_and_belong_to_one_terminal() {
         let cursor = encode_cursor("t-1", Seq(42));
         assert_eq!(decode_cursor(&cursor, "t-1").ok(), Some(Seq(42)));
-        let foreign = decode_cursor(&cursor, "t-2").map_err(|e| e.code);
-        assert_eq!(foreign, Err(ErrorCode::InvalidCursor));
+        let foreign = decode_cursor(&cursor, "t-2").map_err(|e| e.code());
+        assert_eq!(
+            foreign,
+            Err(ptyhub_protocol::error::ErrorCode::InvalidCursor)
+        );
         assert!(decode_cursor("garbage", "t-1").is_err());
         assert!(decode_cursor("c1.zz", "t-1").is_err());
     }

@@ -12,8 +12,8 @@
 
 use std::time::Duration;
 
+use crate::error::TerminalError;
 use ptyhub_protocol::api::{SendResponse, WaitReason};
-use ptyhub_protocol::error::ApiError;
 use ptyhub_protocol::event::{EventKind, Seq};
 use tokio::time::Instant;
 
@@ -36,14 +36,14 @@ pub struct SendRequest {
     pub idle_window: Duration,
 }
 
-pub async fn send(handle: &TerminalHandle, request: SendRequest) -> Result<SendResponse, ApiError> {
+pub async fn send(
+    handle: &TerminalHandle,
+    request: SendRequest,
+) -> Result<SendResponse, TerminalError> {
     let _exclusive = handle.try_send_lock()?;
     let probe = handle.probe().await?;
     if probe.is_exited {
-        return Err(ApiError::new(
-            ptyhub_protocol::ErrorCode::SessionNotRunning,
-            format!("session {} is not running (its program exited)", probe.id),
-        ));
+        return Err(TerminalError::NotRunning { id: probe.id });
     }
     let mut seq = handle.seq();
     let start_seq = *seq.borrow_and_update();

@@ -1,14 +1,14 @@
 //! Signals to a terminal's foreground process group: the group that owns the terminal right
 //! now, as its backend reads it from the kernel, never a guessed pid.
 
+use crate::error::TerminalError;
 use ptyhub_protocol::api::SignalResponse;
-use ptyhub_protocol::error::ApiError;
 
 use super::TerminalHandle;
 use crate::process::SIGNALS;
 
 /// The signal number for an allowed name (`INT`, `sigint`, `SIGINT`).
-pub fn parse(name: &str) -> Result<(&'static str, i32), ApiError> {
+pub fn parse(name: &str) -> Result<(&'static str, i32), TerminalError> {
     let upper = name.trim().to_ascii_uppercase();
     let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
     SIGNALS
@@ -17,7 +17,7 @@ pub fn parse(name: &str) -> Result<(&'static str, i32), ApiError> {
         .map(|&(n, signal)| (n, signal.as_raw()))
         .ok_or_else(|| {
             let names: Vec<&str> = SIGNALS.iter().map(|(n, _)| *n).collect();
-            ApiError::invalid(format!(
+            TerminalError::invalid(format!(
                 "unknown signal {:?}: use one of {}",
                 ptyhub_protocol::ids::truncate_for_message(name),
                 names.join(", ")
@@ -25,7 +25,7 @@ pub fn parse(name: &str) -> Result<(&'static str, i32), ApiError> {
         })
 }
 
-pub async fn signal(handle: &TerminalHandle, name: &str) -> Result<SignalResponse, ApiError> {
+pub async fn signal(handle: &TerminalHandle, name: &str) -> Result<SignalResponse, TerminalError> {
     let (name, number) = parse(name)?;
     let signaled = handle.signal_foreground(number).await?;
     let probe = handle.probe().await?;

@@ -111,7 +111,7 @@ async fn a_second_exec_while_one_runs_is_busy_and_types_nothing() {
     let t = start(&[&prompt()]);
     t.handle.exec(exec("sleep 9")).await.expect("submitted");
     let second = t.handle.exec(exec("echo no")).await;
-    assert_eq!(second.map_err(|e| e.code), Err(ErrorCode::Busy));
+    assert_eq!(second.map_err(|e| e.code()), Err(ErrorCode::Busy));
     assert_eq!(t.fake.typed().len(), 1);
 }
 
@@ -242,7 +242,7 @@ async fn closing_while_a_command_runs_ends_it_and_keeps_the_terminal_closed() {
     assert_eq!(result.status, CommandStatus::Terminated);
     let refused = t.handle.exec(exec("echo late")).await;
     assert_eq!(
-        refused.map_err(|e| e.code),
+        refused.map_err(|e| e.code()),
         Err(ErrorCode::SessionNotRunning)
     );
 }
@@ -292,7 +292,7 @@ async fn process_facts_and_signals_come_from_the_backend() {
     t.fake.exit(Some(0));
     settle().await;
     assert_eq!(t.handle.foreground().await.ok().flatten(), None);
-    let refused = t.handle.signal_foreground(2).await.map_err(|e| e.code);
+    let refused = t.handle.signal_foreground(2).await.map_err(|e| e.code());
     assert_eq!(refused, Err(ErrorCode::SessionNotRunning));
 }
 
