@@ -113,7 +113,13 @@ fn main() -> std::process::ExitCode {
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("ptyhub: cannot start the runtime: {error}");
+            #[allow(
+                clippy::print_stderr,
+                reason = "the binary's last word before its exit code"
+            )]
+            {
+                eprintln!("ptyhub: cannot start the runtime: {error}");
+            }
             return exit_code(1);
         }
     };
@@ -139,7 +145,13 @@ fn main() -> std::process::ExitCode {
     match outcome {
         Ok(code) => exit_code(code),
         Err(error) => {
-            eprintln!("ptyhub: {error:#}");
+            #[allow(
+                clippy::print_stderr,
+                reason = "the binary's last word before its exit code"
+            )]
+            {
+                eprintln!("ptyhub: {error:#}");
+            }
             exit_code(1)
         }
     }

@@ -1,6 +1,10 @@
 //! `ptyhub terminal …`: a thin client over the local socket (the peer's uid is the owner).
 
 #![allow(clippy::print_stdout, reason = "the CLI prints its answers on stdout")]
+#![allow(
+    clippy::print_stderr,
+    reason = "errors and wait reasons go to the user's terminal"
+)]
 
 use std::path::Path;
 

@@ -21,6 +21,11 @@
 //! makes reading back as cheap as a memory ring, and a slow reader never loses a byte the log
 //! still keeps.
 
+#![allow(
+    clippy::print_stderr,
+    reason = "the holder's stderr is its terminal's holder.log"
+)]
+
 mod reader;
 
 use std::collections::VecDeque;

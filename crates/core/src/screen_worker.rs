@@ -133,6 +133,7 @@ fn worker() -> &'static mpsc::Sender<Weak<Shared>> {
         let spawned = std::thread::Builder::new()
             .name("ptyhub-screen".to_owned())
             .spawn(move || {
+                #[allow(unsafe_code, reason = "thread scheduling calls have no safe wrapper")]
                 // SAFETY: scheduling calls on this thread's own id (Linux applies both per
                 // thread): SCHED_IDLE runs it only on otherwise idle CPU time; the nice value
                 // is the fallback where SCHED_IDLE is refused.

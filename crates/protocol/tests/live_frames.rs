@@ -276,7 +276,13 @@ fn the_web_page_sends_and_handles_the_fixture_shapes() {
     {
         Ok(output) => output,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("SKIPPED: no {node} to run {}", script.display());
+            #[allow(
+                clippy::print_stderr,
+                reason = "a skipped test says so in the test output"
+            )]
+            {
+                eprintln!("SKIPPED: no {node} to run {}", script.display());
+            }
             return;
         }
         Err(error) => panic!("cannot run {node}: {error}"),

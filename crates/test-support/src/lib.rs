@@ -181,10 +181,7 @@ impl Ptyhub {
     /// SIGTERM the server and wait for it.
     pub fn stop_server(&mut self) -> Option<std::process::ExitStatus> {
         let mut child = self.server.take()?;
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe {
-            libc::kill(child.id() as i32, libc::SIGTERM);
-        }
+        ptyhub_core::process::kill(child.id(), rustix::process::Signal::TERM);
         child.wait().ok()
     }
 
@@ -319,10 +316,8 @@ impl Drop for Ptyhub {
         self.kill_server();
         for holder in self.holder_pids() {
             for pid in descendants(holder).into_iter().chain([holder]) {
-                // SAFETY: kill(2) on processes this test started (found under its holders).
-                unsafe {
-                    libc::kill(pid as i32, libc::SIGKILL);
-                }
+                // Processes this test started (found under its holders).
+                ptyhub_core::process::kill(pid, rustix::process::Signal::KILL);
             }
         }
     }

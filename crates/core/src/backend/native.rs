@@ -33,13 +33,7 @@ impl Backend for NativeBackend {
     }
 
     fn launch<'a>(&'a self, spec: &'a HolderSpec) -> BoxFuture<'a, Result<(), LaunchError>> {
-        Box::pin(async move {
-            self.launcher
-                .launch(spec)
-                .await
-                .map(|_| ())
-                .map_err(LaunchError::new)
-        })
+        Box::pin(async move { self.launcher.launch(spec).await.map(|_| ()) })
     }
 
     fn connect<'a>(

@@ -1,8 +1,13 @@
 //! The holder's single-threaded `poll` loop. See the module docs of [`super`].
 
+#![allow(
+    clippy::print_stderr,
+    reason = "the holder's stderr is its terminal's holder.log"
+)]
+
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
@@ -159,58 +164,67 @@ impl Holder {
     }
 
     fn poll_once(&mut self) {
+        use rustix::event::{PollFd, PollFlags};
+        let readable = PollFlags::IN;
         let mut fds = vec![
-            pollfd(self.signals.as_raw_fd(), libc::POLLIN),
-            pollfd(self.listener.as_raw_fd(), libc::POLLIN),
+            PollFd::new(&self.signals, readable),
+            PollFd::new(&self.listener, readable),
         ];
         let master_slot = self.master.as_ref().map(|master| {
-            let mut events = libc::POLLIN;
+            let mut events = readable;
             if !self.input.is_empty() {
-                events |= libc::POLLOUT;
+                events |= PollFlags::OUT;
             }
-            fds.push(pollfd(master.as_raw_fd(), events));
+            fds.push(PollFd::new(master, events));
             fds.len() - 1
         });
         let first_client = fds.len();
         for client in &self.clients {
-            let mut events = libc::POLLIN;
+            let mut events = readable;
             if client.pending() > 0 {
-                events |= libc::POLLOUT;
+                events |= PollFlags::OUT;
             }
-            fds.push(pollfd(client.stream.as_raw_fd(), events));
+            fds.push(PollFd::new(&client.stream, events));
         }
-        let timeout_ms = match self.phase {
-            Phase::Running => 1000,
-            Phase::Ending { .. } | Phase::Done { .. } => 50,
+        let timeout = match self.phase {
+            Phase::Running => rustix::event::Timespec {
+                tv_sec: 1,
+                tv_nsec: 0,
+            },
+            Phase::Ending { .. } | Phase::Done { .. } => rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 50_000_000,
+            },
         };
-        // SAFETY: `fds` is a valid, initialized array of `fds.len()` pollfd structs.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
-        if n < 0 {
+        let Ok(n) = rustix::event::poll(&mut fds, Some(&timeout)) else {
             return; // EINTR: go round again.
-        }
+        };
+        let revents: Vec<PollFlags> = fds.iter().map(PollFd::revents).collect();
+        drop(fds);
+        let is_ready =
+            |flags: PollFlags| flags.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR);
         if n == 0 && self.has_heap_activity {
             // Idle: hand the buffers of the last burst back to the system, so an idle holder
             // stays small (one per terminal).
             crate::memory::trim_heap();
             self.has_heap_activity = false;
         }
-        if fds[0].revents != 0 {
+        if !revents[0].is_empty() {
             self.handle_signals();
         }
-        if fds[1].revents != 0 {
+        if !revents[1].is_empty() {
             self.accept_clients();
         }
         if let Some(slot) = master_slot {
-            let revents = fds[slot].revents;
-            if revents & libc::POLLOUT != 0 {
+            if revents[slot].contains(PollFlags::OUT) {
                 self.write_input();
             }
-            if revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+            if is_ready(revents[slot]) {
                 self.read_master();
             }
         }
-        for (i, fd) in fds[first_client..].iter().enumerate() {
-            if fd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+        for (i, &flags) in revents[first_client..].iter().enumerate() {
+            if is_ready(flags) {
                 self.read_client(i);
             }
         }
@@ -225,16 +239,10 @@ impl Holder {
         let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
         let mut wants_end = false;
         loop {
-            // SAFETY: reading whole siginfo records into a buffer of exactly that size.
-            let n = unsafe {
-                libc::read(
-                    self.signals.as_raw_fd(),
-                    info.as_mut_ptr().cast(),
-                    info.len(),
-                )
-            };
-            if n != info.len() as isize {
-                break;
+            // Whole siginfo records only: the buffer is exactly one.
+            match rustix::io::read(&self.signals, &mut info) {
+                Ok(n) if n == info.len() => {}
+                _ => break,
             }
             let signo = u32::from_ne_bytes([info[0], info[1], info[2], info[3]]) as i32;
             if signo == libc::SIGTERM || signo == libc::SIGINT {
@@ -248,29 +256,26 @@ impl Holder {
     }
 
     fn reap_children(&mut self) {
-        loop {
-            let mut status = 0;
-            // SAFETY: plain waitpid on any child, non-blocking.
-            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-            if pid <= 0 {
-                break;
+        use rustix::process::{WaitOptions, wait};
+        // `wait` is `waitpid(-1)`: any child, whatever its process group.
+        while let Ok(Some((pid, status))) = wait(WaitOptions::NOHANG) {
+            if pid.as_raw_nonzero().get().unsigned_abs() != self.child {
+                continue;
             }
-            if pid as u32 == self.child {
-                let decoded = if libc::WIFEXITED(status) {
-                    (Some(libc::WEXITSTATUS(status)), None)
-                } else if libc::WIFSIGNALED(status) {
-                    (None, Some(libc::WTERMSIG(status)))
-                } else {
-                    continue;
+            let decoded = if status.exited() {
+                (status.exit_status(), None)
+            } else if status.signaled() {
+                (None, status.terminating_signal())
+            } else {
+                continue;
+            };
+            self.child_status = Some(decoded);
+            if matches!(self.phase, Phase::Running) {
+                self.phase = Phase::Ending {
+                    since: Instant::now(),
+                    killed: false,
                 };
-                self.child_status = Some(decoded);
-                if matches!(self.phase, Phase::Running) {
-                    self.phase = Phase::Ending {
-                        since: Instant::now(),
-                        killed: false,
-                    };
-                    self.signal_remaining(Signal::HUP);
-                }
+                self.signal_remaining(Signal::HUP);
             }
         }
     }
@@ -633,17 +638,10 @@ impl Holder {
     }
 }
 
-fn pollfd(fd: i32, events: i16) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    }
-}
-
 /// Blocks the signals the loop handles and returns a `signalfd` for them; ignores SIGHUP and
 /// SIGPIPE (a holder outlives every terminal and socket it was started from).
 fn block_signals() -> io::Result<OwnedFd> {
+    #[allow(unsafe_code, reason = "signal masks and signalfd have no safe wrapper")]
     // SAFETY: signal-mask and disposition calls on this single-threaded process with a
     // zero-initialized sigset_t filled by sigaddset.
     unsafe {

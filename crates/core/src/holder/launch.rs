@@ -15,6 +15,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
 use super::{HolderSpec, ReadyLine};
+use crate::backend::LaunchError;
 
 /// How long a holder may take to open its PTY and start the program.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -36,12 +37,12 @@ impl HolderLauncher {
     }
 
     /// Starts a holder and waits for its ready line.
-    pub async fn launch(&self, spec: &HolderSpec) -> Result<ReadyLine, String> {
+    pub async fn launch(&self, spec: &HolderSpec) -> Result<ReadyLine, LaunchError> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(spec.dir.join("holder.log"))
-            .map_err(|e| format!("cannot open holder.log: {e}"))?;
+            .map_err(|e| LaunchError::new(format!("cannot open holder.log: {e}")))?;
         let mut cmd = Command::new(&self.exe);
         cmd.arg(&self.subcommand)
             .current_dir("/")
@@ -49,6 +50,10 @@ impl HolderLauncher {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .kill_on_drop(false);
+        #[allow(
+            unsafe_code,
+            reason = "pre_exec is unsafe by nature; setsid has no safe spelling in std"
+        )]
         // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
         unsafe {
             cmd.as_std_mut().pre_exec(|| {
@@ -60,11 +65,12 @@ impl HolderLauncher {
         }
         let mut child = cmd
             .spawn()
-            .map_err(|e| format!("cannot start a holder: {e}"))?;
-        let mut spec_line = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
+            .map_err(|e| LaunchError::new(format!("cannot start a holder: {e}")))?;
+        let mut spec_line =
+            serde_json::to_vec(spec).map_err(|e| LaunchError::new(e.to_string()))?;
         spec_line.push(b'\n');
         let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err("holder pipes missing".to_owned());
+            return Err(LaunchError::new("holder pipes missing"));
         };
         let handshake = async {
             stdin
@@ -90,9 +96,11 @@ impl HolderLauncher {
         });
         match outcome {
             Ok(Ok(ready)) if ready.ready => Ok(ready),
-            Ok(Ok(ready)) => Err(ready.error.unwrap_or_else(|| "holder failed".to_owned())),
-            Ok(Err(error)) => Err(error),
-            Err(_) => Err("holder did not become ready in time".to_owned()),
+            Ok(Ok(ready)) => Err(LaunchError::new(
+                ready.error.unwrap_or_else(|| "holder failed".to_owned()),
+            )),
+            Ok(Err(error)) => Err(LaunchError::new(error)),
+            Err(_) => Err(LaunchError::new("holder did not become ready in time")),
         }
     }
 }

@@ -107,11 +107,7 @@ fn detach_stdio() {
         .write(true)
         .open("/dev/null")
     {
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&null);
-        // SAFETY: dup2 onto the standard descriptors of this single-threaded process.
-        unsafe {
-            libc::dup2(fd, 0);
-            libc::dup2(fd, 1);
-        }
+        let _ = rustix::stdio::dup2_stdin(&null);
+        let _ = rustix::stdio::dup2_stdout(&null);
     }
 }

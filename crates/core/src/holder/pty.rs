@@ -56,6 +56,10 @@ pub fn spawn(spec: &HolderSpec, slave: OwnedFd) -> io::Result<u32> {
         .stdin(Stdio::from(slave.try_clone()?))
         .stdout(Stdio::from(slave.try_clone()?))
         .stderr(Stdio::from(slave));
+    #[allow(
+        unsafe_code,
+        reason = "pre_exec is unsafe by nature: the child's session and controlling tty"
+    )]
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system
     // calls on values it owns by copy; it allocates nothing.
     unsafe {
