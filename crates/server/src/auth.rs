@@ -20,7 +20,8 @@ use ptyhub_protocol::error::{ApiError, ErrorCode};
 use crate::AppState;
 use crate::http_error::HttpError;
 
-/// One operation a principal may be granted (seed 001).
+/// One operation a principal may be granted; none implies another
+/// (docs/compatibility.md#capabilities).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Capability {
     Create,
