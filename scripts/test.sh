@@ -57,6 +57,7 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e

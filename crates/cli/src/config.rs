@@ -1,5 +1,5 @@
-//! The configuration file (TOML): defaults for `serve` and the tokens that act for other
-//! owners with chosen capabilities (DESIGN.md, Security). A flag or a `PTYHUB_*` variable
+//! The configuration file (TOML): defaults for `serve` and the tokens that act for other owners
+//! with chosen capabilities (docs/compatibility.md#capabilities). A flag or a `PTYHUB_*` variable
 //! overrides the file, which overrides the built-in default.
 //!
 //! ```toml

@@ -1,6 +1,11 @@
 //! The one `ptyhub` binary: `serve`, the `terminal` client commands over the local socket, and
 //! the hidden `holder` entry that every terminal's holder process runs.
 
+#![allow(
+    rustdoc::invalid_html_tags,
+    reason = "clap shows doc comments as --help text, where <placeholder> is the convention"
+)]
+
 mod config;
 mod export;
 mod live;
@@ -22,7 +27,7 @@ use ptyhub_core::state_dir::StateDir;
 use ptyhub_server::{Server, ServerConfig};
 use tokio_util::sync::CancellationToken;
 
-/// Default HTTP listen address (DESIGN.md).
+/// Default HTTP listen address (docs/compatibility.md#defaults).
 const LISTEN_DEFAULT: &str = "127.0.0.1:18091";
 /// After a stop signal, open requests get this long to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);

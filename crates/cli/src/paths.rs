@@ -1,4 +1,5 @@
-//! Default locations (DESIGN.md): the state dir, the runtime dir, the token file.
+//! Default locations (docs/compatibility.md#defaults): the state dir, the runtime dir, the token
+//! file.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;

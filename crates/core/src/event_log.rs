@@ -42,7 +42,7 @@ pub(crate) use reader::{newest_seq, oldest_seq, read_events};
 
 use crate::state_dir::EVENTS_FILE;
 
-/// How much of its event log a terminal keeps by default (DESIGN.md: 64 MiB a terminal).
+/// How much of its event log a terminal keeps by default: 64 MiB (docs/storage.md, "Rotation").
 pub const EVENT_LOG_KEEP_BYTES: u64 = 64 * 1024 * 1024;
 /// The smallest limit accepted: below it, segments would hold only a few events each.
 pub const EVENT_LOG_KEEP_MIN_BYTES: u64 = 64 * 1024;

@@ -197,9 +197,11 @@ mod tests {
     }
 }
 
-/// Output longer than this many characters is shortened (DESIGN.md default).
+/// Output longer than this many characters (Unicode scalar values) is shortened
+/// (docs/compatibility.md#truncation).
 pub const TRUNCATE_CHARS: usize = 30_000;
-/// The marker that replaces the middle of a shortened output (seed 000's wording).
+/// The marker that replaces the middle of a shortened output, worded exactly as
+/// docs/compatibility.md#truncation states it.
 pub const TRUNCATION_MARKER: &str = "\n[... Observation truncated due to length ...]\n";
 
 /// Keeps the first and last `max_chars / 2` characters of a longer text, with the marker.

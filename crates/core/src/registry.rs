@@ -41,7 +41,7 @@ pub struct RegistryConfig {
 }
 
 /// How many terminals may live, for how long unused, and how much history each keeps
-/// (DESIGN.md defaults).
+/// (defaults in docs/compatibility.md#defaults).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     /// Live terminals at most; creating one more closes the least recently used reclaimable
@@ -63,7 +63,8 @@ impl Default for Limits {
     }
 }
 
-/// A terminal is "active" in the stats when used within this window (seed 000).
+/// A terminal is "active" in the stats when used within this window
+/// (docs/compatibility.md#defaults).
 const ACTIVE_WINDOW: Duration = Duration::from_secs(300);
 
 /// Counts for `sessions/stats`.

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-/// Scrollback lines kept by the emulator (DESIGN.md default).
+/// Scrollback lines kept by the emulator (docs/compatibility.md#defaults).
 pub const SCROLLBACK_LINES: usize = 10_000;
 
 /// Decodes a byte stream to text, carrying an incomplete trailing sequence to the next call.

@@ -1,12 +1,12 @@
 //! Keeps VT emulation off the output path: the screen is one more reader of the event log.
 //!
-//! Emulating a screen costs several times what reading the PTY does (rust-stack.md §2.2,
-//! bench/), so a terminal's actor never feeds its emulator inline. It only raises the `seq` the
-//! screen must reach; the screen reads the terminal's event log with its own [`LogReader`]
-//! (which follows the holder's rotations from segment to segment) and applies output and resize
-//! events up to that `seq`. One background thread at a lower CPU priority advances the screens
-//! of all terminals; whoever reads a screen first applies what is still missing, under the same
-//! lock, so every read sees exactly the events the actor had applied before it. Nothing is
+//! Emulating a screen costs several times what reading the PTY does (the `cat` of a mixed file in
+//! bench/ shows it), so a terminal's actor never feeds its emulator inline. It only raises the
+//! `seq` the screen must reach; the screen reads the terminal's event log with its own
+//! [`LogReader`] (which follows the holder's rotations from segment to segment) and applies output
+//! and resize events up to that `seq`. One background thread at a lower CPU priority advances the
+//! screens of all terminals; whoever reads a screen first applies what is still missing, under the
+//! same lock, so every read sees exactly the events the actor had applied before it. Nothing is
 //! queued in memory, so a flood costs no memory, only a screen that catches up later (from the
 //! oldest kept event, if it fell further behind than the log keeps).
 

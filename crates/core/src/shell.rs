@@ -1,5 +1,6 @@
 //! Shell integration: the hooks injected into a terminal's shell so that ptyhub knows exactly
-//! when a command starts and ends, and with which exit code (rust-stack.md §4).
+//! when a command starts and ends, and with which exit code
+//! (docs/compatibility.md#exec-completion).
 //!
 //! Every mark is an OSC 133 sequence carrying the terminal's secret nonce (`k=<nonce>`), so
 //! output that merely contains `ESC ] 133 ; D` (a `cat` of a log, a nested shell) is ignored:

@@ -1,4 +1,4 @@
-//! The terminal resource on disk (seed 001, DESIGN.md "The resource on disk").
+//! The terminal resource on disk (docs/storage.md, docs/compatibility.md#files).
 //!
 //! ```text
 //! <state>/home/<owner>/agent/<agent>/session/<session>/terminal/<terminal-id>/

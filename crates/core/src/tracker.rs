@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::plain_text::{PlainText, TRUNCATE_CHARS, truncate_middle};
 
-/// Console records kept per terminal (DESIGN.md default).
+/// Console records kept per terminal (docs/compatibility.md#console).
 pub const CONSOLE_HISTORY_MAX: usize = 100;
 /// What bash reports for a line it refused (a syntax error).
 const REFUSED_EXIT_CODE: i32 = 2;

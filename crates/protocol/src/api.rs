@@ -1,6 +1,11 @@
-//! REST payloads of the v2 API (`/v2/pty/sessions…`, seed 000) shared by the server, the
-//! client and the tests. Requests are `*Params`, answers `*Response` or plain records;
-//! every answer travels inside the [`Envelope`].
+//! REST payloads of the v2 API (`/v2/pty/sessions…`, docs/rest-v2.md) shared by the server,
+//! the client and the tests; v1 reuses a few of them under its own field names. Requests are
+//! `*Params`, answers `*Response` or plain records; every answer travels inside the
+//! [`Envelope`] (docs/compatibility.md#envelope).
+//!
+//! Every field is snake_case on the wire. Seconds are JSON numbers (fractions allowed) between
+//! 0 and 86,400; times of day are Unix seconds; `cols` and `rows` count character cells; an
+//! `Option` field is `null` (or may be left out of a request) when it has no value.
 
 use serde::{Deserialize, Serialize};
 
@@ -9,12 +14,17 @@ use crate::event::Seq;
 /// `{success, message, data}`: the envelope of every successful answer.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Envelope<T> {
+    /// Always `true` here: a failure is an [`ErrorBody`](crate::error::ErrorBody) instead.
+    /// It says the request was accepted, not that a command succeeded (see `data.status`).
     pub success: bool,
+    /// A short sentence for people ("Command executed"); clients never match on it.
     pub message: String,
+    /// The answer itself: the route's `*Response` or record.
     pub data: T,
 }
 
 impl<T> Envelope<T> {
+    /// A successful answer carrying `data`.
     pub fn ok(message: impl Into<String>, data: T) -> Self {
         Self {
             success: true,
@@ -24,17 +34,25 @@ impl<T> Envelope<T> {
     }
 }
 
-/// A terminal's lifecycle state (`state` file; seed 001).
+/// A terminal's lifecycle state, as the `state` file, `meta.json` and every answer spell it
+/// (docs/storage.md). It describes the terminal's program, not a command: see
+/// [`CommandStatus`] for that.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TerminalState {
+    /// The directory and `meta.json` exist; the holder has not started the program yet.
     Created,
+    /// The program runs: input, exec and send are accepted.
     Running,
+    /// The program ended (`exit_code` / `signal` say how); the history stays readable, and
+    /// requests that need the program answer `SESSION_NOT_RUNNING`.
     Exited,
+    /// The program could not be started.
     Error,
 }
 
 impl TerminalState {
+    /// The wire spelling, e.g. `running`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Created => "created",
@@ -73,198 +91,286 @@ impl std::fmt::Display for BackendKind {
     }
 }
 
-/// The lifecycle of one command (seed 000's statuses).
+/// The lifecycle of one command, as exec, wait, screen and the server-sent `result` event
+/// report it (docs/compatibility.md#statuses). Only `completed` comes with an `exit_code`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CommandStatus {
+    /// The command has not ended: the caller's wait ended first, or it was `async`. It goes
+    /// on; `wait` picks it up later.
     Running,
+    /// The shell reported the command's end; `exit_code` is its exit code.
     Completed,
+    /// No output for `no_change_timeout` seconds, so ptyhub pressed ^C; `exit_code` is null.
     NoChangeTimeout,
+    /// `hard_timeout` seconds passed, so ptyhub pressed ^C; `exit_code` is null.
     HardTimeout,
+    /// The terminal's program ended while the command ran (also v1 `kill`'s answer).
     Terminated,
 }
 
 impl CommandStatus {
+    /// Whether the command has not ended yet.
     pub fn is_running(self) -> bool {
         self == Self::Running
     }
 }
 
-/// `POST /v2/pty/sessions`.
+/// `POST /v2/pty/sessions`: open a terminal, or find the live one with the same id. Every
+/// field may be left out.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSessionParams {
-    /// Client-chosen id; an existing id returns the existing terminal.
+    /// Client-chosen id (`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`; `session_id` accepted): a
+    /// live terminal with this id is returned as it is, a closed one is reopened as its next
+    /// instance. Absent: `terminal-<agent>-<session>` when `agent` is given, else a minted
+    /// `t-<12 letters and digits>`.
     #[serde(default, alias = "session_id")]
     pub id: Option<String>,
-    /// Absolute working directory (default: the server user's home).
+    /// An existing absolute working directory (default: the server's `$HOME`, else `/`).
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Width in character cells, 1 to 1000. With neither `cols` nor `rows` the terminal is
+    /// 120 × 40; a missing one of the two takes its part of that default.
     #[serde(default)]
     pub cols: Option<u16>,
+    /// Height in character cells, 1 to 1000 (see `cols`).
     #[serde(default)]
     pub rows: Option<u16>,
+    /// Variables added to the shell's environment (over the server's own). A name is 1 to
+    /// 1024 bytes without `=` or NUL; a value at most 128 KiB without NUL.
     #[serde(default)]
     pub env: Option<std::collections::BTreeMap<String, String>>,
-    /// The shell to run (a name on `PATH` or an absolute path).
+    /// The shell to run (a name on `PATH` or an absolute path); without it the user's login
+    /// shell, else `bash`, else `sh`.
     #[serde(default)]
     pub shell: Option<String>,
+    /// The agent scope the terminal belongs to (default `default`; 1 to 64 of
+    /// `[A-Za-z0-9_.-]`). Given without an `id`, the id becomes `terminal-<agent>-<session>`.
     #[serde(default)]
     pub agent: Option<String>,
+    /// The agent's session scope (default `default`), not a terminal id
+    /// (docs/terminology.md#session).
     #[serde(default)]
     pub session: Option<String>,
 }
 
-/// One terminal as lists and status show it.
+/// One terminal as create, list and status show it (`meta.json` plus what its actor knows).
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TerminalInfo {
+    /// The terminal's id (the wire's word for it, docs/terminology.md#session): the `{id}` of
+    /// every `/v2/pty/sessions/{id}` route.
     pub session_id: String,
+    /// The agent scope it belongs to.
     pub agent: String,
+    /// The agent's session scope it belongs to (not the terminal id).
     pub session: String,
+    /// The principal it belongs to: the server user's uid for the server's own token and the
+    /// local socket, else the `owner` of the config file's token.
     pub owner: String,
+    /// The program's lifecycle state.
     pub state: TerminalState,
+    /// The shell's working directory, followed while it runs (a `cd` moves it).
     pub working_dir: String,
+    /// The PTY's width in character cells.
     pub cols: u16,
+    /// The PTY's height in character cells.
     pub rows: u16,
+    /// The shell integration in use: `bash`, `zsh` or `sh` (any other shell is driven as
+    /// `sh`).
     pub shell: String,
+    /// Unix seconds when the terminal was first created (kept when it is reopened).
     pub created_at: u64,
-    /// Unix seconds of the last output or input.
+    /// Unix seconds of the last output or input (for a closed terminal, when it ended).
     pub last_activity: u64,
-    /// The command running now, if any.
+    /// The command running now, as the shell received it; null between commands.
     pub running_command: Option<String>,
+    /// The program's exit code once it has exited normally; null while it runs.
     pub exit_code: Option<i32>,
+    /// The number of the signal that ended the program; null otherwise.
     pub signal: Option<i32>,
+    /// Which start of the program this is, from 1; a closed terminal reopened with its id
+    /// gets the next one and its log continues (docs/terminology.md#instance).
     pub instance: u32,
+    /// The `seq` of the newest event of its log: pass it as `since_seq` or `after_seq` to
+    /// read only what comes after.
     pub last_seq: Seq,
+    /// A client closed it: it is off the live list (shown with `include_closed=true`); its
+    /// history stays readable.
     pub closed: bool,
+    /// What hosts it.
     pub backend: BackendKind,
 }
 
-/// `POST …/exec`.
+/// `POST …/exec` (also the body v1 exec is translated to): run one command in the
+/// terminal's shell (docs/compatibility.md#exec).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ExecParams {
+    /// The command line(s) to run, 1 byte to 4 MiB and not only blanks; multi-line scripts
+    /// and heredocs are fine.
     pub command: String,
-    /// Return at once with status `running`.
+    /// Return at once with status `running` (`async` on the wire, `async_mode` accepted);
+    /// such a command has no `no_change_timeout`.
     #[serde(default, rename = "async", alias = "async_mode")]
     pub is_async: bool,
     /// Seconds to wait for the result; the command goes on after it (status `running`).
+    /// Absent: wait until the command ends.
     #[serde(default)]
     pub timeout: Option<f64>,
-    /// Seconds without output before ^C (default 120; only while a call waits).
+    /// Seconds without output before ^C (absent: the terminal's default, else 120; only
+    /// while a call waits) (docs/compatibility.md#timeouts).
     #[serde(default)]
     pub no_change_timeout: Option<f64>,
-    /// Seconds before ^C whatever happens.
+    /// Seconds from submission before ^C whatever happens (absent: none).
     #[serde(default)]
     pub hard_timeout: Option<f64>,
     /// Keep the first and last 15,000 characters of a longer output (default true).
     #[serde(default)]
     pub truncate: Option<bool>,
-    /// Change to this directory first.
+    /// An existing absolute directory to change to first (`cd -- '<dir>'` in front of the
+    /// command); absent: where the shell already is.
     #[serde(default)]
     pub exec_dir: Option<String>,
 }
 
-/// One finished command in the console history.
+/// One finished command in the console history (docs/compatibility.md#console).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ConsoleRecord {
+    /// The prompt line as shown before the command, without the echo of what was typed.
     pub ps1: String,
+    /// The command as ptyhub submitted it; empty for a line a person typed that ptyhub did
+    /// not submit.
     pub command: String,
+    /// The command's clean output, truncated to 30,000 characters as exec's is.
     pub output: String,
 }
 
-/// The result of exec / wait / screen: one command as it stands.
+/// The answer of exec and wait (and the server-sent `result` event): one command as it
+/// stands.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CommandResult {
+    /// The terminal's id.
     pub session_id: String,
+    /// The command as the caller sent it (exec), or the current or last command's text
+    /// (wait); null when no command ran yet.
     pub command: Option<String>,
+    /// Where the command is in its lifecycle; `completed` when no command ran yet.
     pub status: CommandStatus,
-    /// The command's own output (only once it is no longer running, for exec).
+    /// The command's own output as clean text (docs/compatibility.md#exec), truncated unless
+    /// the exec said `truncate: false`; null while the command is running.
     pub output: Option<String>,
+    /// The terminal's newest finished commands, oldest first (at most 100).
     pub console: Vec<ConsoleRecord>,
+    /// The exit code when `status` is `completed`; null otherwise.
     pub exit_code: Option<i32>,
 }
 
-/// `GET …/screen`.
+/// `GET …/screen`: the emulated screen and the current (or last) command.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ScreenResponse {
+    /// The terminal's id.
     pub session_id: String,
     /// The running command (null between commands).
     pub command: Option<String>,
     /// The current (or last) command's status; `completed` when none ran yet.
     pub status: CommandStatus,
-    /// The current (or last) command's output so far.
+    /// The current (or last) command's output so far, untruncated; empty when none ran.
     pub output: String,
+    /// The current (or last) command's exit code once it completed; null otherwise.
     pub exit_code: Option<i32>,
-    /// The visible rows of the screen.
+    /// The visible rows of the screen, top first, as text.
     pub screen: Vec<String>,
+    /// The screen's width in character cells.
     pub cols: u16,
+    /// The screen's height in character cells.
     pub rows: u16,
+    /// The cursor's row, from 0 at the top.
     pub cursor_row: u16,
+    /// The cursor's column, from 0 at the left.
     pub cursor_col: u16,
+    /// A full-screen program (an editor, a pager) switched to the alternate screen.
     pub is_alternate_screen: bool,
+    /// The program's lifecycle state.
     pub state: TerminalState,
-    /// The last window title a program set.
+    /// The last window title a program set (OSC 0 or 2); null when none did.
     #[serde(default)]
     pub title: Option<String>,
-    /// The event `seq` this screen reflects.
+    /// The `seq` of the newest event this screen reflects.
     #[serde(default)]
     pub seq: Seq,
 }
 
-/// `POST …/input`.
+/// `POST …/input`: type text into the terminal as it is, without waiting for anything.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InputParams {
+    /// The text to type, at most 4 MiB (escape sequences and control characters included).
     pub input: String,
+    /// Press Enter (`\r`) after the text.
     #[serde(default)]
     pub press_enter: bool,
 }
 
-/// `POST …/wait`.
+/// `POST …/wait`: wait for the current command to end.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WaitParams {
+    /// Seconds to wait at most (default 30, at most 3600); the command goes on after it.
     #[serde(default)]
     pub seconds: Option<f64>,
 }
 
-/// `POST …/resize`.
+/// `POST …/resize`: change the PTY's size (logged as a `pty.resize` event).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResizeParams {
+    /// The new width in character cells, 1 to 1000.
     pub cols: u16,
+    /// The new height in character cells, 1 to 1000.
     pub rows: u16,
 }
 
-/// `GET …/events?after_seq=&limit=`.
+/// `GET …/events?after_seq=&limit=`: a page of the raw event log (closed terminals
+/// included). An `after_seq` older than the oldest kept event starts at that event.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EventsResponse {
+    /// The terminal's id.
     pub session_id: String,
+    /// The lines of `events.jsonl` after `after_seq`, as JSON objects in `seq` order
+    /// (docs/storage.md): at most `limit` (default and most 1000) and about 4 MiB.
     pub events: Vec<serde_json::Value>,
-    /// The `seq` to pass as `after_seq` next.
+    /// The `seq` to pass as `after_seq` next: the last event of this page (`after_seq` when
+    /// the page is empty).
     pub next_seq: Seq,
+    /// The `seq` of the newest event of the log.
     pub last_seq: Seq,
+    /// More events follow this page: ask again from `next_seq`.
     pub has_more: bool,
 }
 
-/// `DELETE …/{id}`.
+/// `DELETE …/{id}`: the terminal was closed (docs/compatibility.md#closing).
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CloseResponse {
+    /// The terminal's id.
     pub session_id: String,
+    /// The program's exit code, when it exited normally.
     pub exit_code: Option<i32>,
+    /// The number of the signal that ended the program (closing sends SIGHUP, then SIGKILL).
     pub signal: Option<i32>,
 }
 
-/// `POST …/send` (seed 002): write text, then wait until the terminal needs something.
+/// `POST …/send`: type text, then wait until the terminal needs its caller
+/// (docs/compatibility.md#send).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendParams {
-    /// Text to type (escape sequences and control characters included).
+    /// Text to type, at most 4 MiB (escape sequences and control characters included);
+    /// empty just waits.
     #[serde(default)]
     pub text: String,
-    /// Press Enter after the text.
+    /// Press Enter (`\r`) after the text.
     #[serde(default)]
     pub submit: bool,
-    /// Seconds to wait at most (default 30).
+    /// Seconds to wait at most (default 30, at most 600).
     #[serde(default)]
     pub deadline: Option<f64>,
     /// Seconds of quiet output, while nothing reads, that count as idle (default 2).
@@ -272,39 +378,49 @@ pub struct SendParams {
     pub idle_window: Option<f64>,
 }
 
-/// Why a send returned.
+/// Why a send returned (docs/compatibility.md#wait-reasons): the first reason that held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WaitReason {
-    /// A process of the foreground group is blocked reading the terminal (from `/proc`).
+    /// Output settled and a process of the foreground group is blocked reading the terminal,
+    /// as the kernel reports it: the program waits for input.
     StdinRead,
     /// Output was quiet for the idle window and nothing reads the terminal.
     InferredIdle,
     /// The deadline passed; the program goes on.
     Timeout,
-    /// The terminal's program exited.
+    /// The terminal's program (the shell) exited; `exit_code` and `signal` say how.
     SessionExit,
 }
 
 /// The answer of `send`.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SendResponse {
+    /// The terminal's id.
     pub session_id: String,
+    /// Why the send returned; what to do next depends on it (docs/agent-guide.md).
     pub wait_reason: WaitReason,
-    /// The terminal waits for input with echo off (a password prompt).
+    /// With `stdin_read` only: the terminal waits for a line with echo off (a password
+    /// prompt such as `sudo`'s or `read -s`); false otherwise.
     pub is_password_prompt: bool,
-    /// What the terminal printed since the send began, as clean text.
+    /// What the terminal printed since the send began, as clean text (its newest 16,000
+    /// characters).
     pub output: String,
     /// Output was dropped from the front of `output` (it keeps the newest text).
     pub truncated: bool,
-    /// The foreground program's name.
+    /// The foreground process group's program name (the shell at its prompt); null when the
+    /// program exited or the backend cannot tell.
     pub foreground_program: Option<String>,
+    /// The program's lifecycle state when the send returned.
     pub state: TerminalState,
+    /// The program's exit code once it has exited normally; null otherwise.
     pub exit_code: Option<i32>,
+    /// The number of the signal that ended the program; null otherwise.
     pub signal: Option<i32>,
 }
 
-/// `POST …/signal`.
+/// `POST …/signal`: signal the terminal's foreground process group
+/// (docs/compatibility.md#signals).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignalParams {
@@ -315,9 +431,12 @@ pub struct SignalParams {
 /// The answer of `signal`.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SignalResponse {
+    /// The terminal's id.
     pub session_id: String,
+    /// The signal delivered, without its `SIG` prefix (`INT`).
     pub signal: String,
-    /// The foreground program that got it (its whole process group did).
+    /// The foreground program that got it (its whole process group did); null when its name
+    /// could not be read.
     pub program: Option<String>,
     /// Whether the foreground group was the shell itself (no command was running).
     pub is_shell: bool,
@@ -327,18 +446,27 @@ pub struct SignalResponse {
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ObserveResponse {
+    /// `"kind": "snapshot"`, the answer without a cursor: the terminal as it looks now.
     Snapshot {
+        /// The terminal's id.
         session_id: String,
+        /// The screen, size, cursor, title, state and foreground program.
         snapshot: Snapshot,
-        /// Pass it back to get what changes next.
+        /// Pass it back to get what changes next (opaque, docs/terminology.md#cursor).
         cursor: String,
     },
+    /// `"kind": "delta"`, the answer with a cursor: what happened since it.
     Delta {
+        /// The terminal's id.
         session_id: String,
-        /// What the terminal printed since the cursor, as clean text (the newest kept).
+        /// What the terminal printed since the cursor, as clean text (its newest 16,000
+        /// characters).
         output: String,
+        /// Older text was dropped from the front of `output`.
         truncated: bool,
+        /// The program's lifecycle state now.
         state: TerminalState,
+        /// Pass it back to get what changes next.
         cursor: String,
     },
 }
@@ -346,70 +474,95 @@ pub enum ObserveResponse {
 /// `GET …/snapshot`: the terminal as a person would see it now.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Snapshot {
+    /// The visible rows of the screen, top first, as text.
     pub screen: Vec<String>,
+    /// The screen's width in character cells.
     pub cols: u16,
+    /// The screen's height in character cells.
     pub rows: u16,
+    /// The cursor's row, from 0 at the top.
     pub cursor_row: u16,
+    /// The cursor's column, from 0 at the left.
     pub cursor_col: u16,
+    /// A full-screen program (an editor, a pager) switched to the alternate screen.
     pub is_alternate_screen: bool,
+    /// The last window title a program set; null when none did.
     pub title: Option<String>,
+    /// The program's lifecycle state.
     pub state: TerminalState,
+    /// The foreground process group's program name; null when there is none or the backend
+    /// cannot tell.
     pub foreground_program: Option<String>,
 }
 
 /// `GET …/scrollback?offset=&lines=`: rendered lines, newest-relative.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ScrollbackResponse {
+    /// The terminal's id.
     pub session_id: String,
-    /// Oldest first; the last one is `offset` lines above the newest line.
+    /// At most `lines` (default 100, at most 1000) rendered lines, oldest first; the last one
+    /// is `offset` lines above the newest line.
     pub lines: Vec<String>,
+    /// The `offset` asked for: how many of the newest lines this page skips.
     pub offset: usize,
-    /// Lines held in all (scrollback and screen).
+    /// Lines held in all (scrollback and screen; at most 10,000 of scrollback are kept).
     pub total: usize,
+    /// Older lines exist: ask again with `offset` raised by the page's length.
     pub has_more: bool,
 }
 
-/// `POST …/jobs`: run a command without waiting (seed 003's `execute`).
+/// `POST …/jobs`: run a command without waiting (docs/compatibility.md#jobs).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobParams {
+    /// The command to run, 1 byte to 4 MiB and not only blanks.
     pub command: String,
-    /// Seconds before ^C whatever happens.
+    /// Seconds from submission before ^C whatever happens (absent: none; a job has no
+    /// `no_change_timeout`).
     #[serde(default)]
     pub hard_timeout: Option<f64>,
 }
 
-/// A job's lifecycle (seed 003).
+/// A job's lifecycle, the [`CommandStatus`] of its command in the jobs API's spelling
+/// (`RUNNING` …).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum JobState {
+    /// The command has not ended.
     Running,
     /// A cancel was asked for; the command has not ended yet.
     Cancelling,
+    /// The command ended after a cancel was asked for.
     Cancelled,
     /// Ended with exit code 0.
     Succeeded,
     /// Ended with another exit code.
     Failed,
-    /// Interrupted by its hard timeout.
+    /// Interrupted by its `hard_timeout` (or, for a command exec started, its
+    /// `no_change_timeout`).
     TimedOut,
     /// The terminal's program ended under it.
     Terminated,
 }
 
-/// One job as it stands.
+/// One job as it stands: the answer of every jobs route and of `stop`.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobResponse {
+    /// The job's id, `job-<n>`: pass it to `…/jobs/{job}`, `…/await` and `…/cancel`.
     pub job_id: String,
+    /// The terminal's id.
     pub session_id: String,
+    /// The command as the shell received it.
     pub command: String,
+    /// Where the job is in its lifecycle.
     pub state: JobState,
+    /// The command's exit code once it ended normally; null otherwise.
     pub exit_code: Option<i32>,
     /// The output so far (the whole output once it ended), truncated like exec's.
     pub output: String,
 }
 
-/// `POST …/jobs/{job}/await`.
+/// `POST …/jobs/{job}/await`: wait for a job to end; giving up never cancels it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AwaitParams {

@@ -1,7 +1,8 @@
-//! The error model shared by every surface (DESIGN.md "errors"; seed 003's codes).
+//! The error model shared by every surface (docs/compatibility.md#error-codes).
 //!
-//! One place maps a code to its HTTP status and `retryable` flag, so REST, the CLI and (later)
-//! MCP report the same failure the same way.
+//! One place maps a code to its HTTP status and `retryable` flag, so REST, WebSocket `error`
+//! frames, MCP and the CLI report the same failure the same way. v1 answers a few codes with
+//! other statuses (docs/compatibility.md#v1-quirks); that mapping is v1's own.
 
 use std::fmt;
 
@@ -12,21 +13,39 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
 pub enum ErrorCode {
+    /// 404: no such terminal for this owner (another owner's terminal answers the same).
     SessionNotFound,
+    /// 409: the terminal's program has ended.
     SessionNotRunning,
+    /// 409: reserved; closing a closed terminal answers as docs/compatibility.md#closing says.
     SessionAlreadyClosed,
+    /// 404: no such job, or it is no longer running when cancelled.
     JobNotFound,
+    /// 408, retryable: a new shell showed no prompt in time.
     Timeout,
+    /// 409: reserved.
     Cancelled,
+    /// 503, retryable: no shell or holder could be started.
     BackendUnavailable,
+    /// 410, retryable: a cursor or `since_seq` older than the oldest kept event; take a
+    /// snapshot again.
     CursorExpired,
+    /// 400: a cursor that is malformed, ahead of the terminal, or from another terminal.
     InvalidCursor,
+    /// 501: reserved for a backend without the capability (docs/windows.md#unsupported).
     Unsupported,
+    /// 400 (413 for a body over 16 MiB): a malformed body, query or value; an unknown route.
     InvalidInput,
+    /// 401: no credential, or a wrong one.
     Unauthenticated,
+    /// 403: a missing capability, or a login cookie from a foreign `Origin`.
     PermissionDenied,
+    /// 409, retryable: a command, a send or a relay is already there, or the program has left
+    /// too much input unread.
     Busy,
+    /// 429, retryable: the live limit is reached and no terminal can be reclaimed.
     LimitExceeded,
+    /// 500: a fault of ptyhub itself.
     Internal,
 }
 
@@ -94,11 +113,14 @@ impl fmt::Display for ErrorCode {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ApiError {
+    /// What went wrong, for programs.
     pub code: ErrorCode,
+    /// What went wrong, for people: lowercase, no trailing period.
     pub message: String,
 }
 
 impl ApiError {
+    /// An error with `code` and `message`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             code,
@@ -106,6 +128,7 @@ impl ApiError {
         }
     }
 
+    /// `SESSION_NOT_FOUND` for the terminal `id`.
     pub fn not_found(id: impl fmt::Display) -> Self {
         Self::new(
             ErrorCode::SessionNotFound,
@@ -113,10 +136,12 @@ impl ApiError {
         )
     }
 
+    /// `INVALID_INPUT` with `message`.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidInput, message)
     }
 
+    /// `INTERNAL` with `message`.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Internal, message)
     }
@@ -134,17 +159,24 @@ impl ApiError {
     }
 }
 
-/// The JSON body of every failed request.
+/// The JSON body of every failed request (docs/compatibility.md#envelope).
 #[derive(utoipa::ToSchema, Clone, Debug, Serialize, Deserialize)]
 pub struct ErrorBody {
+    /// Always `false`.
     pub success: bool,
+    /// The error's message, for people; clients match on `error.code`, never on this.
     pub message: String,
+    /// The machine-readable part.
     pub error: ErrorDetail,
 }
 
+/// The `error` object of an [`ErrorBody`].
 #[derive(utoipa::ToSchema, Clone, Debug, Serialize, Deserialize)]
 pub struct ErrorDetail {
+    /// The error's code, e.g. `BUSY`.
     pub code: ErrorCode,
+    /// Whether the same request may succeed if simply tried again later (see
+    /// [`ErrorCode::is_retryable`]).
     pub retryable: bool,
 }
 

@@ -1,4 +1,4 @@
-//! The lines of a terminal's `events.jsonl` (seed 001, DESIGN.md "The resource on disk").
+//! The lines of a terminal's `events.jsonl` (docs/storage.md, "events.jsonl").
 //!
 //! One JSON object a line, `seq` strictly increasing from 1 across every instance of the
 //! terminal. `pty.output` carries the raw PTY bytes as standard base64 in `data_b64`;
@@ -29,8 +29,10 @@ use serde::{Deserialize, Serialize};
 pub struct Seq(pub u64);
 
 impl Seq {
+    /// Before the first event: reading after it reads the whole (kept) log.
     pub const ZERO: Self = Self(0);
 
+    /// The position right after this one.
     #[must_use]
     pub fn next(self) -> Self {
         Self(self.0 + 1)
@@ -46,9 +48,11 @@ impl std::fmt::Display for Seq {
 /// One line of `events.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
+    /// The event's position: strictly increasing from 1 across every instance and segment.
     pub seq: Seq,
     /// Unix time in seconds, with millisecond precision.
     pub ts: f64,
+    /// What happened: the `type` field and its own fields, flattened into the line.
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -61,25 +65,39 @@ pub enum EventKind {
     /// Bytes the terminal's program wrote, exactly as read from the PTY.
     #[serde(rename = "pty.output")]
     Output {
+        /// The bytes, as standard base64 in `data_b64` (the holder writes at most 64 KiB an
+        /// event).
         #[serde(rename = "data_b64", with = "b64")]
         data: Vec<u8>,
     },
     /// The PTY (and so the screen) changed size. Replaying it keeps the screen faithful.
     #[serde(rename = "pty.resize")]
-    Resize { cols: u16, rows: u16 },
+    Resize {
+        /// The new width in character cells.
+        cols: u16,
+        /// The new height in character cells.
+        rows: u16,
+    },
     /// A new instance of the terminal's program started (a terminal may be restarted).
     #[serde(rename = "process.start")]
     Start {
+        /// Which start of the program this is, from 1.
         instance: u32,
+        /// The program's process id.
         pid: u32,
+        /// The program and its arguments.
         command: Vec<String>,
+        /// The PTY's width in character cells at the start.
         cols: u16,
+        /// The PTY's height in character cells at the start.
         rows: u16,
     },
     /// The terminal's top-level process ended.
     #[serde(rename = "process.exit")]
     Exit {
+        /// The exit code when the program exited by itself; null when a signal ended it.
         exit_code: Option<i32>,
+        /// The number of the signal that ended it; null when it exited by itself.
         signal: Option<i32>,
     },
     /// An event type this reader does not know (written by a newer ptyhub).
@@ -146,10 +164,12 @@ pub mod b64 {
     use base64::Engine as _;
     use serde::{Deserialize, Deserializer, Serializer};
 
+    /// Writes `bytes` as one base64 string.
     pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&B64.encode(bytes))
     }
 
+    /// Reads one base64 string back into bytes; anything else is an error.
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
         B64.decode(text.as_bytes())
@@ -180,7 +200,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn output_event_matches_the_seed_format() {
+    fn output_event_matches_the_documented_format() {
         let event = Event {
             seq: Seq(1),
             ts: 1735689601.0,

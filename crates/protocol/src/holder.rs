@@ -25,33 +25,45 @@ pub const HOLDER_LINE_MAX_BYTES: usize = 8 * 1024 * 1024;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum HolderRequest {
+    /// The first request on a connection: the server's protocol version. The holder answers
+    /// [`HolderMessage::Hello`], or an `error` when the versions differ.
     Hello {
+        /// The server's [`HOLDER_PROTOCOL_VERSION`].
         version: u32,
     },
     /// Stream every kept event with `seq > after_seq` (from the oldest kept one if `after_seq`
     /// is older), then live events, until the connection ends.
     Subscribe {
+        /// The `seq` of the last event the server has applied (`0`: the whole kept log).
         after_seq: Seq,
     },
     /// Bytes to write to the PTY, as typed. Answered by one `input_result`.
     Input {
+        /// The bytes, as standard base64 in `data_b64`.
         #[serde(rename = "data_b64", with = "crate::event::b64")]
         data: Vec<u8>,
     },
+    /// Set the PTY's size; the holder logs it as a `pty.resize` event (no answer). A zero
+    /// dimension is ignored.
     Resize {
+        /// The new width in character cells.
         cols: u16,
+        /// The new height in character cells.
         rows: u16,
     },
-    /// Deliver a signal to the PTY's foreground process group.
+    /// Deliver a signal to the PTY's foreground process group. Answered by one `signaled`.
     Signal {
+        /// The signal's number on the holder's machine.
         signal: i32,
-        /// Do nothing if the foreground group is this one (the shell itself).
+        /// Do nothing if the foreground group is this one (the shell's own), and answer that
+        /// there is no foreground group to signal.
         #[serde(default)]
         spare_pgid: Option<u32>,
     },
     /// Ask for a [`HolderStatus`].
     Status,
-    /// End the whole process tree, record the exit, and stop the holder.
+    /// End the whole process tree (SIGHUP, then SIGKILL after a grace), record the exit, and
+    /// stop the holder. No answer: the `process.exit` event and the end of the stream tell.
     Terminate,
 }
 
@@ -59,24 +71,40 @@ pub enum HolderRequest {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HolderMessage {
+    /// The answer to `hello`.
     Hello {
+        /// The holder's [`HOLDER_PROTOCOL_VERSION`].
         version: u32,
+        /// The holder's process id.
         holder_pid: u32,
+        /// The `seq` of the newest event in the log when the holder answered: a subscriber
+        /// has replayed the history once it has applied this one.
         last_seq: Seq,
     },
+    /// The answer to `status`.
     Status(HolderStatus),
     /// The answer to each `input` request, in order: whether its bytes were queued for the PTY.
     InputResult {
+        /// The bytes were queued; false when the program has exited or has left too much
+        /// input unread (the server answers `BUSY`).
         accepted: bool,
+        /// Why the bytes were refused; null when accepted.
         error: Option<String>,
     },
     /// The answer to a `signal` request.
     Signaled {
+        /// The process group that got the signal; null when there was no foreground group
+        /// to signal (or it was the spared one).
         pgid: Option<u32>,
+        /// The group leader's program name, read before the signal; null when unknown.
         program: Option<String>,
+        /// Why the signal could not be delivered; null when it was.
         error: Option<String>,
     },
+    /// A request that failed outright: a line that is not a request, a version mismatch, a
+    /// log that cannot be read. The server logs it.
     Error {
+        /// What went wrong, for people.
         message: String,
     },
 }
@@ -86,26 +114,34 @@ pub enum HolderMessage {
 /// to "unknown" when an older holder leaves them out.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HolderStatus {
+    /// The holder's process id.
     pub holder_pid: u32,
+    /// The terminal's program (the shell), the leader of its own session; its process group
+    /// is "the shell's own".
     pub child_pid: Option<u32>,
     /// The PTY's foreground process group (`tcgetpgrp`).
     pub foreground_pgid: Option<u32>,
     /// The foreground group leader's program name (`/proc/<pgid>/comm`).
     pub foreground_program: Option<String>,
+    /// The program's working directory, as last read from the kernel.
     pub cwd: Option<String>,
+    /// The `seq` of the newest event in the log.
     pub last_seq: Seq,
+    /// The program has exited; the foreground facts below mean nothing then.
     pub exited: bool,
     /// A process of the foreground group is blocked reading the terminal (or waiting on it
     /// with poll/select).
     #[serde(default)]
     pub is_reading: bool,
-    /// The terminal is in canonical (line) mode.
+    /// The terminal is in canonical (line) mode (termios `ICANON`).
     #[serde(default)]
     pub is_canonical: bool,
-    /// The terminal echoes what is typed (canonical without echo: a password prompt).
+    /// The terminal echoes what is typed (termios `ECHO`; canonical without echo: a password
+    /// prompt).
     #[serde(default)]
     pub is_echo: bool,
-    /// Processes of the terminal, the program and everything it started.
+    /// Processes of the terminal, the program and everything it started (all under the
+    /// holder); null from a holder that does not count them.
     #[serde(default)]
     pub process_count: Option<u32>,
 }
@@ -113,7 +149,9 @@ pub struct HolderStatus {
 /// One line from a holder: an event of the log, or a control message.
 #[derive(Clone, Debug, PartialEq)]
 pub enum HolderLine {
+    /// A line of the event log.
     Event(Event),
+    /// A control message.
     Message(HolderMessage),
 }
 

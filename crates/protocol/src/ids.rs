@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ErrorCode};
 
-/// Longest terminal id accepted (DESIGN.md: `^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`).
+/// Longest terminal id accepted: an id is `^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`
+/// (docs/terminology.md#terminal).
 pub const TERMINAL_ID_MAX_LEN: usize = 128;
 
 /// A terminal's id: safe as a single path component and in a URL path segment.
@@ -29,11 +30,13 @@ impl TerminalId {
         Ok(Self(raw.to_owned()))
     }
 
-    /// The id of an agent's default terminal (seed 001): `terminal-<agent>-<session>`.
+    /// The id of an agent's default terminal: `terminal-<agent>-<session>`
+    /// (docs/terminology.md#terminal).
     pub fn for_agent(agent: &Name, session: &Name) -> Result<Self, ApiError> {
         Self::parse(&format!("terminal-{}-{}", agent.as_str(), session.as_str()))
     }
 
+    /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -67,6 +70,7 @@ impl Name {
     /// Longest agent or session name accepted.
     pub const MAX_LEN: usize = 64;
 
+    /// Validates `raw`: 1 to 64 of `[A-Za-z0-9_.-]`, starting with a letter or digit.
     pub fn parse(raw: &str) -> Result<Self, ApiError> {
         if !is_path_safe(raw, Self::MAX_LEN) {
             return Err(ApiError::new(
@@ -85,6 +89,7 @@ impl Name {
         Self("default".to_owned())
     }
 
+    /// The name as text.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -112,7 +117,9 @@ impl fmt::Display for Name {
 /// A terminal size in character cells.
 #[derive(utoipa::ToSchema, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TermSize {
+    /// Width in character cells.
     pub cols: u16,
+    /// Height in character cells.
     pub rows: u16,
 }
 

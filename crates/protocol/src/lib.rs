@@ -5,6 +5,8 @@
 //! ([`api`]) and the error model ([`error`]). It has no runtime and no I/O, so the holder, the
 //! server, the client and the tests agree on one definition of each.
 
+#![deny(missing_docs)]
+
 pub mod api;
 pub mod error;
 pub mod event;

@@ -4,7 +4,7 @@
 //! that stands for the principal that signed in, [`crate::login`]); the generated local token,
 //! and every login or ticket made with it, acts for the server's own user with every capability.
 //! A cookie is sent by the browser on its own, so a request that uses one must come from this
-//! server's own pages (`Origin`, see [`is_same_origin`]); requests with a bearer token are not
+//! server's own pages (`Origin`, checked by `is_same_origin`); requests with a bearer token are not
 //! asked. A request over the local unix socket acts for the peer's uid (`SO_PEERCRED`); the
 //! server's own user (or root) gets every capability. The owner is the only principal that sees
 //! a terminal.
@@ -20,7 +20,8 @@ use ptyhub_protocol::error::{ApiError, ErrorCode};
 use crate::AppState;
 use crate::http_error::HttpError;
 
-/// One operation a principal may be granted (seed 001).
+/// One operation a principal may be granted; none implies another
+/// (docs/compatibility.md#capabilities).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Capability {
     Create,

@@ -1,8 +1,8 @@
 //! Closing a terminal over REST, as v1 (`DELETE /v1/shell/sessions/{id}`) and v2
-//! (`DELETE /v2/pty/sessions/{id}`) both answer it: closing a gone id is not a failure (seed
-//! 000), so it answers 200 with `success: false` and the not-found error; other failures are
-//! returned for the caller to map with its own statuses. The capability check is the caller's;
-//! what closing does to the terminal is the registry's.
+//! (`DELETE /v2/pty/sessions/{id}`) both answer it: closing a gone id is not a failure, so it
+//! answers 200 with `success: false` and the not-found error (docs/compatibility.md#closing);
+//! other failures are returned for the caller to map with its own statuses. The capability
+//! check is the caller's; what closing does to the terminal is the registry's.
 
 use axum::Json;
 use axum::http::StatusCode;

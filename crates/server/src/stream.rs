@@ -1,6 +1,6 @@
 //! Server-sent events for exec and view, when the client sends `Accept: text/event-stream`
-//! (seed 000). Shared by v1 and v2. Only the framing is this module's: what exec submits, how
-//! long its caller waits and how its result is shaped are `ptyhub_core::exec`'s.
+//! (docs/compatibility.md#sse). Shared by v1 and v2. Only the framing is this module's: what exec
+//! submits, how long its caller waits and how its result is shaped are `ptyhub_core::exec`'s.
 //!
 //! Events, in order:
 //! - `output` — `{"session_id", "output"}` with the text the command printed since the last

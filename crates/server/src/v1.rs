@@ -1,7 +1,8 @@
-//! REST v1: `/v1/shell/*`, compatible with the published `agent-sandbox` 0.0.30 SDK (seed 000).
+//! REST v1: `/v1/shell/*`, compatible with the published `agent-sandbox` 0.0.30 SDK
+//! (docs/rest-v1.md, docs/compatibility.md#v1-quirks).
 //!
-//! The same terminals as v2 under the SDK's field names. Statuses follow the seed where the
-//! SDK depends on them: the SDK retries 408, 409 and 429, so a busy terminal answers 400
+//! The same terminals as v2 under the SDK's field names. HTTP statuses differ from v2's where
+//! the SDK depends on them: the SDK retries 408, 409 and 429, so a busy terminal answers 400
 //! ("Session already has a running command") rather than v2's 409 — a retried exec would run
 //! the command twice.
 
@@ -358,7 +359,8 @@ struct KillResponse {
     returncode: Option<i32>,
 }
 
-/// Ends the command's whole process tree and closes the session (seed 000); its history stays.
+/// Ends the command's whole process tree and closes the session; its history stays
+/// (docs/compatibility.md#v1-quirks).
 #[utoipa::path(post, path = "/v1/shell/kill", tag = "v1", operation_id = "v1_kill", request_body = IdParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = KillResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn kill(
     State(state): State<AppState>,
@@ -585,7 +587,8 @@ async fn terminal_url(
     )
 }
 
-/// What this server's terminals can do (seed 000: `exec.pty` for a POSIX shell).
+/// What this server's terminals can do: `exec.pty` is true when a default shell was found,
+/// since exec needs one (docs/windows.md#unsupported).
 #[utoipa::path(get, path = "/v1/capabilities", tag = "v1", operation_id = "v1_capabilities", responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
 async fn capabilities(State(_state): State<AppState>) -> Answer<serde_json::Value> {
     let shell = ptyhub_core::shell::default_shell().unwrap_or_default();

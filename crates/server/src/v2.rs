@@ -1,4 +1,4 @@
-//! REST v2: `/v2/pty/sessions…` (seed 000's routes). Thin: each handler checks the
+//! REST v2: `/v2/pty/sessions…`, the routes of docs/rest-v2.md. Thin: each handler checks the
 //! principal's capability, validates its input, calls the registry, the terminal's handle or
 //! a core use case (exec's rules are `ptyhub_core::exec`'s), and wraps the answer in the
 //! envelope.

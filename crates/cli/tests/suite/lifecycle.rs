@@ -105,7 +105,7 @@ async fn create_is_idempotent_and_delete_ends_the_tree_but_keeps_history() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_resource_on_disk_matches_the_seed_layout() {
+async fn the_resource_on_disk_matches_the_documented_layout() {
     let hub = start();
     let client = hub.local();
     let id = create(&client, json!({ "agent": "coder", "cwd": "/tmp" })).await;

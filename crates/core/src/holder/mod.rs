@@ -4,7 +4,7 @@
 //! output byte to `events.jsonl` whether or not a server is connected, keeps `meta.json` and
 //! its projections current, and serves the holder protocol ([`ptyhub_protocol::holder`]) on a
 //! unix socket. It has no emulator, no HTTP and no async runtime: a single `poll` loop
-//! ([`event_loop`]) over the master, the socket, its clients and a `signalfd`.
+//! (the private `event_loop` module) over the master, the socket, its clients and a `signalfd`.
 //!
 //! Flow at a glance:
 //! 1. [`run`] reads a [`HolderSpec`] from stdin, opens the log, binds the socket, opens the PTY

@@ -1,4 +1,4 @@
-//! Opening a PTY pair and starting the terminal's program on it (rust-stack.md §1.4).
+//! Opening a PTY pair and starting the terminal's program on it.
 //!
 //! The master is opened with `O_CLOEXEC` atomically and the slave through `TIOCGPTPEER`, so no
 //! other process can grab either. The child gets its own session with the slave as controlling

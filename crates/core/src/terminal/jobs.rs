@@ -1,7 +1,7 @@
-//! Jobs (seed 003): a command run without waiting, looked at, awaited (bounded; giving up an
-//! await never cancels the job) and cancelled (CANCELLING → CANCELLED: ^C, then a kill of the
-//! foreground group if it ignores it). A job is one command of the terminal's shell; its id is
-//! `job-<n>`.
+//! Jobs (docs/compatibility.md#jobs): a command run without waiting, looked at, awaited (bounded;
+//! giving up an await never cancels the job) and cancelled (CANCELLING → CANCELLED: ^C, then a kill
+//! of the foreground group if it ignores it). A job is one command of the terminal's shell; its id
+//! is `job-<n>`.
 
 use std::time::Duration;
 

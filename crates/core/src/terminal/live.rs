@@ -1,5 +1,5 @@
-//! Live connections to a terminal: seed 000's relay (one per terminal, taken over with
-//! `durable`) and seed 001's peers (`attach`, `watch`; any number).
+//! Live connections to a terminal: the relay (one per terminal, taken over with `durable`) and
+//! the peers (`attach`, `watch`; any number), as docs/compatibility.md#websocket states them.
 //!
 //! Output reaches connections two ways, and a connection switches between them without a gap:
 //! - **from memory**: the actor publishes every event it applies to a buffer of the newest
@@ -43,18 +43,19 @@ const CHECKPOINT_STRIDE_BYTES: u64 = 16 * 1024;
 const CHECKPOINTS_KEPT: usize = (REPLAY_BYTES_MAX as u64 / CHECKPOINT_STRIDE_BYTES) as usize + 2;
 /// Peers (attach and watch) on one terminal at most.
 pub const PEERS_MAX: usize = 256;
-/// Replay bounds (seed 000).
+/// The bounds of a relay's `replay_bytes` (docs/compatibility.md#websocket).
 pub const REPLAY_BYTES_MIN: usize = 256 * 1024;
 pub const REPLAY_BYTES_MAX: usize = 10 * 1024 * 1024;
 /// Answers to terminal queries are only filtered this long after a query was seen.
 const QUERY_WINDOW: Duration = Duration::from_secs(2);
 
-/// The message seed 000 refuses a second relay connection with.
+/// The message a second relay connection without `durable` is refused with
+/// (docs/compatibility.md#websocket).
 pub const RELAY_BUSY_MESSAGE: &str = "Session already has an active WebSocket connection";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LiveMode {
-    /// Seed 000's one connection per terminal; `durable` takes over from the current one.
+    /// The one relay connection a terminal may have; `durable` takes over from the current one.
     Relay { durable: bool },
     /// A peer that reads and writes.
     Attach,

@@ -1,5 +1,5 @@
-//! Reading a terminal without changing it (seed 003): snapshots, opaque cursors and deltas,
-//! and scrollback pages.
+//! Reading a terminal without changing it (docs/compatibility.md#observe): snapshots, opaque
+//! cursors and deltas, and scrollback pages.
 //!
 //! A cursor names a terminal and a `seq` of its event log; it is opaque to clients
 //! (`c1.<hex>`). A cursor of another terminal is `INVALID_CURSOR`; one older than the oldest
