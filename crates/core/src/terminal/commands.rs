@@ -168,6 +168,9 @@ impl Actor {
     }
 
     pub(super) async fn on_timer(&mut self) {
+        // What the host sent before the deadline counts, even if this task had no turn to read
+        // it yet (a busy machine): no command is interrupted for output that already came.
+        self.apply_ready_lines().await;
         let now = Instant::now();
         self.on_close_timer(now).await;
         if let Some(pending) = self

@@ -15,6 +15,16 @@ use super::{Actor, Foreground, REPLAY_STEP_BYTES, Signaled, not_running};
 use crate::queries::Query;
 use crate::state_dir;
 
+/// The output of `future` if it is ready without waiting.
+fn poll_once<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(output) => Some(output),
+        std::task::Poll::Pending => None,
+    }
+}
+
 impl Actor {
     /// Connects to the live holder, or replays the log of a terminal without one.
     pub(super) async fn attach(&mut self) {
@@ -92,6 +102,23 @@ impl Actor {
         self.replay_file();
         self.mark_gone_if_running();
         self.finish_closing();
+    }
+
+    /// Applies the lines the host has already sent, without waiting for more.
+    pub(super) async fn apply_ready_lines(&mut self) {
+        /// Enough to catch up after a stall, few enough not to delay the timer much.
+        const READY_LINES_MAX: usize = 256;
+        for _ in 0..READY_LINES_MAX {
+            let Some(lines) = self.lines.as_mut() else {
+                return;
+            };
+            // `next` is cancel-safe: a line not complete yet stays where it is.
+            match poll_once(lines.next()) {
+                Some(Some(line)) => self.apply_line(line).await,
+                Some(None) => return self.holder_gone().await,
+                None => return,
+            }
+        }
     }
 
     pub(super) async fn apply_line(&mut self, line: HolderLine) {
