@@ -62,7 +62,7 @@ impl ShellKind {
     pub fn echoed(self, command: &str) -> String {
         match self {
             Self::Bash | Self::Zsh => command.to_owned(),
-            Self::Sh => format!("{SH_MARK_CALL}{command}"),
+            Self::Sh => sh_line(command.trim_end_matches(['\n', '\r'])),
         }
     }
 
@@ -90,12 +90,23 @@ impl ShellKind {
                 }
             }
             Self::Sh => {
-                out.extend_from_slice(SH_MARK_CALL.as_bytes());
-                out.extend_from_slice(command.as_bytes());
+                out.extend_from_slice(sh_line(command).as_bytes());
                 out.push(b'\n');
             }
         }
         out
+    }
+}
+
+/// What `sh` is given for `command`: the `C` mark call, then the command. A command of several
+/// lines is one brace group, so the shell reads all of it before it runs any (it would
+/// otherwise run the first line alone, show its prompt, and only then read the rest: the
+/// first prompt would end the command).
+fn sh_line(command: &str) -> String {
+    if command.contains('\n') {
+        format!("{SH_MARK_CALL}{{\n{command}\n}}")
+    } else {
+        format!("{SH_MARK_CALL}{command}")
     }
 }
 
@@ -291,6 +302,16 @@ mod tests {
         assert_eq!(ShellKind::of("/bin/bash"), ShellKind::Bash);
         assert_eq!(ShellKind::of("zsh"), ShellKind::Zsh);
         assert_eq!(ShellKind::of("/usr/bin/dash"), ShellKind::Sh);
+        let multi = ShellKind::Sh.submission("echo a\necho b\n", false, true);
+        assert_eq!(multi, b"__ptyhub_c;{\necho a\necho b\n}\n");
+        assert_eq!(
+            ShellKind::Sh.echoed("echo a\necho b"),
+            "__ptyhub_c;{\necho a\necho b\n}"
+        );
+        assert_eq!(
+            ShellKind::Sh.submission("true", false, true),
+            b"__ptyhub_c;true\n"
+        );
     }
 
     #[test]

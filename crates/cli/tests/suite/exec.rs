@@ -283,6 +283,24 @@ async fn posix_sh_gets_exit_codes_too() {
     assert_eq!(again["output"], "/tmp");
 }
 
+/// Regression: `sh` ran only the first line of a multi-line exec before its prompt ended the
+/// command (the rest ran untracked, after the answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posix_sh_runs_a_multi_line_exec_as_one_command() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "shell": "dash", "cwd": "/tmp" })).await;
+    let script =
+        "echo one\nfor i in 2 3; do\n  echo $i\ndone\ncat <<'EOF'\n$HOME stays\nEOF\n(exit 4)";
+    let result = exec(&client, &id, script).await;
+    assert_eq!(result["status"], "completed");
+    assert_eq!(result["output"], "one\n2\n3\n$HOME stays");
+    assert_eq!(result["exit_code"], 4);
+    let after = exec(&client, &id, "echo after").await;
+    assert_eq!(after["output"], "after");
+    assert_eq!(after["exit_code"], 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zsh_gets_exit_codes_and_clean_output() {
     let hub = start();
