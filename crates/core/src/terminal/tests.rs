@@ -339,3 +339,38 @@ async fn a_watcher_that_falls_behind_is_told_and_catches_up_from_the_log_without
     assert!(lagged >= 1, "the watcher is told it fell behind");
     assert!(received == expected, "every byte once, in order");
 }
+
+/// The fake driven by a real recording (`crates/core/tests/ref/`): an actor that connects to a
+/// terminal with that history rebuilds the console records the reference expectations pin for
+/// a restored server, and sees the program's exit.
+#[tokio::test]
+async fn a_real_recording_replays_to_the_console_the_reference_expects() {
+    let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ref/bash-heredoc");
+    let read_json = |name: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(case.join(name)).expect("a recording file");
+        serde_json::from_str(&text).expect("JSON")
+    };
+    let recorded = read_json("terminal.json");
+    let expected = read_json("expected.json");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::copy(case.join("events.jsonl"), dir.path().join("events.jsonl")).expect("copied");
+    let backend = FakeBackend::default();
+    let host = backend.host(dir.path()).expect("the fake's log");
+    let meta = host.meta(recorded["nonce"].as_str().expect("a nonce"));
+    state_dir::write_meta(dir.path(), &meta).expect("meta.json");
+    let handle = TerminalHandle::spawn(dir.path().to_path_buf(), meta, Arc::new(backend));
+
+    let result = handle.command_result(None).await.expect("a result");
+    let console: Vec<serde_json::Value> = result
+        .console
+        .iter()
+        .map(|record| {
+            serde_json::json!({ "command": record.command, "output": record.output, "ps1": record.ps1 })
+        })
+        .collect();
+    assert_eq!(
+        serde_json::Value::Array(console),
+        expected["restored"]["console"]
+    );
+    assert!(handle.probe().await.expect("a probe").is_exited);
+}
