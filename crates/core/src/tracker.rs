@@ -83,7 +83,12 @@ impl MarkScanner {
             }
             match rest[1] {
                 b']' => match find_osc_end(&rest[2..]) {
-                    Some((body_len, end_len)) => {
+                    OscEnd::Aborted { at } => {
+                        // Not a sequence after all (as a terminal sees it): its bytes stay
+                        // text, and scanning goes on at what aborted it.
+                        i = esc + 2 + at;
+                    }
+                    OscEnd::Complete { body_len, end_len } => {
                         let end = esc + 2 + body_len + end_len;
                         let body = &rest[2..2 + body_len];
                         if let Some(mark) = self.parse_mark(body) {
@@ -98,11 +103,11 @@ impl MarkScanner {
                         }
                         i = end;
                     }
-                    None if rest.len() < MARK_MAX_BYTES => {
+                    OscEnd::Incomplete if rest.len() < MARK_MAX_BYTES => {
                         self.hold(&mut tokens, data, text_start, esc);
                         return tokens;
                     }
-                    None => i = esc + 1,
+                    OscEnd::Incomplete => i = esc + 1,
                 },
                 b'[' => {
                     let is_on = rest.starts_with(PASTE_ON);
@@ -181,17 +186,46 @@ fn push_text(tokens: &mut Vec<Token>, text: &[u8]) {
     }
 }
 
-/// Length of an OSC body and of its terminator (BEL or ESC \), if complete.
-fn find_osc_end(data: &[u8]) -> Option<(usize, usize)> {
+/// How an OSC body ends, as a terminal parses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OscEnd {
+    /// Terminated by BEL or `ESC \`: the body's length and the terminator's.
+    Complete { body_len: usize, end_len: usize },
+    /// Cut off at byte `at` of the body: by an `ESC` that begins another sequence, or by CAN
+    /// or SUB. A terminal drops such a string; a stray `ESC ]` in a program's output must
+    /// not swallow the shell's next marks.
+    Aborted { at: usize },
+    /// Not ended yet: more bytes may follow.
+    Incomplete,
+}
+
+fn find_osc_end(data: &[u8]) -> OscEnd {
+    /// CAN and SUB cancel a control string.
+    const CAN: u8 = 0x18;
+    const SUB: u8 = 0x1a;
     for (i, &b) in data.iter().enumerate() {
-        if b == 0x07 {
-            return Some((i, 1));
-        }
-        if b == 0x1b {
-            return (data.get(i + 1) == Some(&b'\\')).then_some((i, 2));
+        match b {
+            0x07 => {
+                return OscEnd::Complete {
+                    body_len: i,
+                    end_len: 1,
+                };
+            }
+            0x1b => {
+                return match data.get(i + 1) {
+                    Some(b'\\') => OscEnd::Complete {
+                        body_len: i,
+                        end_len: 2,
+                    },
+                    Some(_) => OscEnd::Aborted { at: i },
+                    None => OscEnd::Incomplete,
+                };
+            }
+            CAN | SUB => return OscEnd::Aborted { at: i + 1 },
+            _ => {}
         }
     }
-    None
+    OscEnd::Incomplete
 }
 
 /// Where the shell is, as the marks tell it.
@@ -566,6 +600,37 @@ mod tests {
                 .collect();
             assert_eq!(text, b"outafter".to_vec(), "cut at {cut}");
         }
+    }
+
+    /// Regression: after `printf '\033]0;'` every later exec was BUSY, even after a restart:
+    /// the unterminated OSC swallowed the shell's next marks.
+    #[test]
+    fn a_stray_unterminated_osc_does_not_swallow_the_next_marks() {
+        let mut tracker = CommandTracker::new(N);
+        tracker.feed(&mark("A"));
+        let id = tracker.submit("printf x", "printf x");
+        tracker.feed(&mark("C"));
+        // The stray sequence, then (in a later read) the shell's marks.
+        tracker.feed(b"\x1b]0;");
+        let events = tracker.feed(&[mark("D;0"), mark("A")].concat());
+        assert_eq!(events, vec![TrackerEvent::Finished(id)]);
+        assert_eq!(tracker.phase(), ShellPhase::Idle);
+        // CAN cancels an OSC too, and what follows is scanned.
+        let id = tracker.submit("printf y", "printf y");
+        let events = tracker.feed(
+            &[
+                mark("C"),
+                b"\x1b]2;half\x18out\r\n".to_vec(),
+                mark("D;3"),
+                mark("A"),
+            ]
+            .concat(),
+        );
+        assert_eq!(
+            events,
+            vec![TrackerEvent::Started(id), TrackerEvent::Finished(id)]
+        );
+        assert_eq!(tracker.current().and_then(|r| r.exit_code), Some(3));
     }
 
     #[test]

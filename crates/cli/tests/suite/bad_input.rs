@@ -226,3 +226,23 @@ async fn input_to_a_program_that_never_reads_is_refused_not_dropped() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(closed.body["success"], true);
 }
+
+/// Regression: a program that printed an unterminated `ESC ]` (here `printf '\033]0;'`) left
+/// every later exec BUSY, even across a server restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stray_escape_sequence_does_not_wedge_exec() {
+    let mut hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let stray = exec(&client, &id, r"printf '\033]0;'").await;
+    assert_eq!(stray["status"], "completed", "{stray}");
+    let after = exec(&client, &id, "echo still-usable").await;
+    assert_eq!(after["output"], "still-usable", "{after}");
+    assert_eq!(after["exit_code"], 0);
+
+    // A restarted server rebuilds from the same log, stray bytes included.
+    hub.restart();
+    let client = hub.http();
+    let again = exec(&client, &id, "echo after-restart").await;
+    assert_eq!(again["output"], "after-restart", "{again}");
+}
