@@ -25,7 +25,7 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use crate::AppState;
-use crate::auth::{Capability, Principal};
+use crate::auth::{Operation, Principal};
 use crate::http_error::{HttpError, QueryParams};
 use crate::wire_error::{Surface, WireError};
 
@@ -104,11 +104,11 @@ impl WsQuery {
 
 /// What a connection may do is what its mode needs.
 fn require(principal: &Principal, mode: LiveMode) -> Result<(), ApiError> {
-    principal.require(Capability::Read)?;
-    if mode != LiveMode::Watch {
-        principal.require(Capability::Write)?;
-    }
-    Ok(())
+    principal.allow(if mode == LiveMode::Watch {
+        Operation::Watch
+    } else {
+        Operation::Attach
+    })
 }
 
 fn upgrade(ws: WebSocketUpgrade) -> WebSocketUpgrade {
@@ -159,7 +159,8 @@ async fn v1_ws(
 ) -> Result<Response, HttpError> {
     let (transport, options) = admit(&principal, &headers, &query)?;
     if query.session_id.is_none() {
-        principal.require(Capability::Create)?;
+        // The new terminal runs the default shell: nothing of the client's choosing.
+        principal.allow(Operation::Create)?;
     }
     Ok(open(ws, transport, options, async move {
         match &query.session_id {
@@ -199,7 +200,8 @@ async fn anonymous_ws(
         .into());
     }
     let (transport, options) = admit(&principal, &headers, &query)?;
-    principal.require(Capability::Create)?;
+    // The new terminal runs the default shell: nothing of the client's choosing.
+    principal.allow(Operation::Create)?;
     Ok(open(ws, transport, options, async move {
         let spec = CreateSpec {
             anonymous: true,
