@@ -518,6 +518,54 @@ mod tests {
         assert!(!is_same_origin(&Method::GET, &no_host));
     }
 
+    fn principal(capabilities: &[Capability]) -> Principal {
+        Principal {
+            owner: "bot".to_owned(),
+            capabilities: capabilities.to_vec(),
+        }
+    }
+
+    #[test]
+    fn what_answers_with_output_needs_read_and_what_runs_code_needs_write() {
+        let writer = principal(&[Capability::Create, Capability::Write]);
+        let refusal = writer
+            .allow(Operation::Run)
+            .err()
+            .map(|e| (e.code, e.message));
+        assert_eq!(
+            refusal.as_ref().map(|(code, _)| *code),
+            Some(ErrorCode::PermissionDenied)
+        );
+        assert!(
+            refusal.is_some_and(
+                |(_, message)| message.starts_with("missing capability terminal.read:")
+            ),
+            "the refusal names the missing capability"
+        );
+        assert!(writer.allow(Operation::Type).is_ok());
+        let creator = principal(&[Capability::Create, Capability::Read]);
+        let plain = CreateSessionParams::default();
+        assert!(creator.allow(Operation::create(&plain)).is_ok());
+        let with_env = CreateSessionParams {
+            env: Some([("PROMPT_COMMAND".to_owned(), "id".to_owned())].into()),
+            ..CreateSessionParams::default()
+        };
+        let with_shell = CreateSessionParams {
+            shell: Some("sh".to_owned()),
+            ..CreateSessionParams::default()
+        };
+        let empty_env = CreateSessionParams {
+            env: Some(std::collections::BTreeMap::new()),
+            ..CreateSessionParams::default()
+        };
+        assert!(creator.allow(Operation::create(&with_env)).is_err());
+        assert!(creator.allow(Operation::create(&with_shell)).is_err());
+        assert!(creator.allow(Operation::create(&empty_env)).is_ok());
+        assert!(writer.allow(Operation::create(&with_env)).is_ok());
+        assert!(creator.allow(Operation::Watch).is_ok());
+        assert!(creator.allow(Operation::Attach).is_err());
+    }
+
     #[test]
     fn cookies_are_found_by_name() {
         let map = headers(&[

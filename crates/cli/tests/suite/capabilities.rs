@@ -392,3 +392,86 @@ async fn exec_send_jobs_and_code_running_creation_need_read_and_write() {
     )
     .await;
 }
+
+/// The next JSON frame of `socket`, skipping output; `Null` when it ended.
+async fn next_json(socket: &mut ptyhub_client::LiveSocket) -> Value {
+    use futures_util::StreamExt;
+    loop {
+        let next = tokio::time::timeout(ptyhub_test_support::default_timeout(), socket.next())
+            .await
+            .unwrap_or_else(|_| panic!("no frame within the timeout"));
+        match next {
+            Some(Ok(ptyhub_client::LiveMessage::Text(text))) => {
+                let frame: Value = serde_json::from_str(text.as_str())
+                    .unwrap_or_else(|e| panic!("frame is not JSON ({e}): {text}"));
+                if frame["type"] != "output" {
+                    return frame;
+                }
+            }
+            Some(Ok(ptyhub_client::LiveMessage::Close(_)) | Err(_)) | None => return Value::Null,
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_frame_needs_terminal_resize_as_the_route_does() {
+    use futures_util::SinkExt;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let config = config_file(dir.path());
+    let hub = Ptyhub::start_with(env!("CARGO_BIN_EXE_ptyhub"), &["--config", &config]);
+    let grant = &GRANTS[3];
+    let client = Client::tcp(hub.addr.clone(), grant.token());
+    let (status, body) = call(
+        &client,
+        Method::POST,
+        "/v2/pty/sessions",
+        Some(json!({ "id": "sized", "cols": 100, "rows": 30 })),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &client,
+        Method::POST,
+        "/v2/pty/sessions/sized/resize",
+        Some(json!({ "cols": 90, "rows": 20 })),
+        &[],
+    )
+    .await;
+    let mut failures = Failures::default();
+    failures.refused("the resize route", status, &body, &["terminal.resize"]);
+
+    let mut socket = client
+        .websocket("/v2/pty/sessions/sized/ws?mode=attach")
+        .await
+        .unwrap_or_else(|e| panic!("attach: {e}"));
+    let ready = next_json(&mut socket).await;
+    assert_eq!(ready["type"], "ready", "{ready}");
+    let frame = json!({ "type": "resize", "cols": 90, "rows": 20 });
+    socket
+        .send(ptyhub_client::LiveMessage::Text(frame.to_string().into()))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
+    let answer = next_json(&mut socket).await;
+    failures.check(
+        answer["type"] == "error" && answer["code"] == "PERMISSION_DENIED",
+        || format!("a resize frame without terminal.resize: {answer}"),
+    );
+    // The connection goes on.
+    let ping = json!({ "type": "ping", "timestamp": 7 });
+    socket
+        .send(ptyhub_client::LiveMessage::Text(ping.to_string().into()))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
+    let pong = next_json(&mut socket).await;
+    failures.check(pong["type"] == "pong", || {
+        format!("the connection ended after the refusal: {pong}")
+    });
+    let (_, status) = call(&client, Method::GET, "/v2/pty/sessions/sized", None, &[]).await;
+    failures.check(
+        status["data"]["cols"] == 100 && status["data"]["rows"] == 30,
+        || format!("the size changed: {status}"),
+    );
+    assert!(failures.0.is_empty(), "{}", failures.0.join("\n"));
+}
