@@ -15,6 +15,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use ptyhub_protocol::api::CreateSessionParams;
 use ptyhub_protocol::error::{ApiError, ErrorCode};
 
 use crate::AppState;
@@ -118,14 +119,109 @@ impl Principal {
         }
     }
 
-    pub fn require(&self, capability: Capability) -> Result<(), ApiError> {
-        if self.capabilities.contains(&capability) {
-            Ok(())
-        } else {
-            Err(ApiError::new(
+    /// Refuses `operation` unless this principal has every capability it needs
+    /// ([`Operation::needs`]); the message names the first one missing and why it is needed.
+    pub fn allow(&self, operation: Operation) -> Result<(), ApiError> {
+        match operation
+            .needs()
+            .iter()
+            .find(|capability| !self.capabilities.contains(capability))
+        {
+            None => Ok(()),
+            Some(missing) => Err(ApiError::new(
                 ErrorCode::PermissionDenied,
-                format!("missing capability {}", capability.as_str()),
-            ))
+                format!(
+                    "missing capability {}: {} needs {}",
+                    missing.as_str(),
+                    operation.describe(),
+                    operation
+                        .needs()
+                        .iter()
+                        .map(|c| c.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                ),
+            )),
+        }
+    }
+}
+
+/// Everything a client can ask of a terminal, by what it does and what its answer tells: the
+/// one table of which capabilities each needs (docs/compatibility.md#capabilities). A
+/// transport names the operation of its route, frame or tool and asks
+/// [`Principal::allow`] before it changes anything; it never checks a capability itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    /// Create (or reopen) a terminal that runs the default shell with the server's
+    /// environment: only where it starts (`cwd`), its size and its id are the client's.
+    Create,
+    /// Create a terminal with options that make it run something of the client's choosing
+    /// (`shell`, `env`: `PROMPT_COMMAND`, `BASH_ENV`, `PATH` and the like run code), which is
+    /// typing by another road.
+    CreateRunning,
+    /// List terminals, or answer with what a terminal shows or printed (status, screen,
+    /// events, snapshot, observe, scrollback, wait, view, a job's state and output).
+    Read,
+    /// Type bytes into a terminal, or change how it runs commands, without answering with
+    /// its output (input, v1 write and update).
+    Type,
+    /// Type a command or text and answer with what it printed (exec, send, starting a job).
+    Run,
+    /// Change the terminal's size.
+    Resize,
+    /// Send a signal to the foreground program.
+    Signal,
+    /// Stop the running job and answer with its state and output so far.
+    Stop,
+    /// Close a terminal (every process it started ends).
+    Close,
+    /// A live connection that only watches.
+    Watch,
+    /// A live connection that may type (relay, attach).
+    Attach,
+}
+
+impl Operation {
+    /// The operation of creating with `params`: [`Self::CreateRunning`] with a shell or any
+    /// variable of the client's own in the shell's environment (many of them run code, and a
+    /// list of the harmless ones would never be complete), else [`Self::Create`].
+    pub fn create(params: &CreateSessionParams) -> Self {
+        if params.shell.is_some() || params.env.as_ref().is_some_and(|env| !env.is_empty()) {
+            Self::CreateRunning
+        } else {
+            Self::Create
+        }
+    }
+
+    /// The capabilities this operation needs, all of them.
+    pub fn needs(self) -> &'static [Capability] {
+        match self {
+            Self::Create => &[Capability::Create],
+            Self::CreateRunning => &[Capability::Create, Capability::Write],
+            Self::Read | Self::Watch => &[Capability::Read],
+            Self::Type => &[Capability::Write],
+            Self::Run | Self::Attach => &[Capability::Write, Capability::Read],
+            Self::Resize => &[Capability::Resize],
+            Self::Signal => &[Capability::Signal],
+            Self::Stop => &[Capability::Stop, Capability::Read],
+            Self::Close => &[Capability::Kill],
+        }
+    }
+
+    /// What the refusal calls this operation.
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Create => "creating a terminal",
+            Self::CreateRunning => "creating a terminal with a shell or environment of your choice",
+            Self::Read => "reading a terminal",
+            Self::Type => "typing into a terminal",
+            Self::Run => "running a command (exec, send, jobs), which answers with its output,",
+            Self::Resize => "resizing a terminal",
+            Self::Signal => "signalling a terminal",
+            Self::Stop => "stopping a job, which answers with its output,",
+            Self::Close => "closing a terminal",
+            Self::Watch => "watching a terminal",
+            Self::Attach => "a connection that types",
         }
     }
 }
@@ -420,6 +516,54 @@ mod tests {
         );
         let no_host = headers(&[(header::ORIGIN, "http://localhost:1")]);
         assert!(!is_same_origin(&Method::GET, &no_host));
+    }
+
+    fn principal(capabilities: &[Capability]) -> Principal {
+        Principal {
+            owner: "bot".to_owned(),
+            capabilities: capabilities.to_vec(),
+        }
+    }
+
+    #[test]
+    fn what_answers_with_output_needs_read_and_what_runs_code_needs_write() {
+        let writer = principal(&[Capability::Create, Capability::Write]);
+        let refusal = writer
+            .allow(Operation::Run)
+            .err()
+            .map(|e| (e.code, e.message));
+        assert_eq!(
+            refusal.as_ref().map(|(code, _)| *code),
+            Some(ErrorCode::PermissionDenied)
+        );
+        assert!(
+            refusal.is_some_and(
+                |(_, message)| message.starts_with("missing capability terminal.read:")
+            ),
+            "the refusal names the missing capability"
+        );
+        assert!(writer.allow(Operation::Type).is_ok());
+        let creator = principal(&[Capability::Create, Capability::Read]);
+        let plain = CreateSessionParams::default();
+        assert!(creator.allow(Operation::create(&plain)).is_ok());
+        let with_env = CreateSessionParams {
+            env: Some([("PROMPT_COMMAND".to_owned(), "id".to_owned())].into()),
+            ..CreateSessionParams::default()
+        };
+        let with_shell = CreateSessionParams {
+            shell: Some("sh".to_owned()),
+            ..CreateSessionParams::default()
+        };
+        let empty_env = CreateSessionParams {
+            env: Some(std::collections::BTreeMap::new()),
+            ..CreateSessionParams::default()
+        };
+        assert!(creator.allow(Operation::create(&with_env)).is_err());
+        assert!(creator.allow(Operation::create(&with_shell)).is_err());
+        assert!(creator.allow(Operation::create(&empty_env)).is_ok());
+        assert!(writer.allow(Operation::create(&with_env)).is_ok());
+        assert!(creator.allow(Operation::Watch).is_ok());
+        assert!(creator.allow(Operation::Attach).is_err());
     }
 
     #[test]

@@ -20,7 +20,7 @@ use ptyhub_protocol::ids::TerminalId;
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
-use crate::auth::{Capability, Principal};
+use crate::auth::{Operation, Principal};
 use crate::http_error::{HttpError, JsonBody};
 use crate::wire_error::{Surface, WireError};
 
@@ -100,7 +100,7 @@ async fn find_or_create(
     {
         return Ok((handle.info().await?.session_id, false));
     }
-    principal.require(Capability::Create)?;
+    principal.allow(Operation::Create)?;
     let spec = CreateSpec {
         id: id.map(TerminalId::parse).transpose()?,
         cwd,
@@ -116,6 +116,9 @@ async fn create(
     Extension(principal): Extension<Principal>,
     JsonBody(params): JsonBody<CreateParams>,
 ) -> Answer<CreateResponse> {
+    // Creating needs `terminal.create` also when the id exists (as v2's create does); none of
+    // v1's creation options makes the shell run anything of the client's choosing.
+    principal.allow(Operation::Create).map_err(v1_error)?;
     let no_change =
         parse_seconds("no_change_timeout", params.no_change_timeout).map_err(v1_error)?;
     let cwd = working_dir(
@@ -124,10 +127,14 @@ async fn create(
     )
     .map_err(v1_error)?
     .map(ExecDir::into_string);
-    let (session_id, _) = find_or_create(&state, &principal, params.id.as_deref(), cwd)
+    let (session_id, is_new) = find_or_create(&state, &principal, params.id.as_deref(), cwd)
         .await
         .map_err(v1_error)?;
     if no_change.is_some() {
+        if !is_new {
+            // Changing an existing terminal's timeout is what `update` does.
+            principal.allow(Operation::Type).map_err(v1_error)?;
+        }
         state
             .registry
             .set_no_change_timeout(&principal.owner, &session_id, no_change)
@@ -180,6 +187,8 @@ async fn exec(
     JsonBody(params): JsonBody<ExecV1Params>,
 ) -> Result<axum::response::Response, HttpError> {
     use axum::response::IntoResponse;
+    // Checked before the terminal is found or created: a refused exec changes nothing.
+    principal.allow(Operation::Run).map_err(v1_error)?;
     let preserve = params.preserve_symlinks.unwrap_or(false);
     // `strict`: a missing exec_dir is an error; otherwise the command runs where the shell is.
     let exec_dir = match working_dir(params.exec_dir.as_deref(), preserve) {
@@ -191,7 +200,6 @@ async fn exec(
     let (session_id, is_new) = find_or_create(&state, &principal, params.id.as_deref(), cwd)
         .await
         .map_err(v1_error)?;
-    principal.require(Capability::Write).map_err(v1_error)?;
     let exec = ExecParams {
         command: params.command,
         is_async: params.async_mode.unwrap_or(false),
@@ -240,7 +248,7 @@ async fn view(
     JsonBody(params): JsonBody<IdParams>,
 ) -> Result<axum::response::Response, HttpError> {
     use axum::response::IntoResponse;
-    principal.require(Capability::Read).map_err(v1_error)?;
+    principal.allow(Operation::Read).map_err(v1_error)?;
     let handle = state
         .registry
         .get(&principal.owner, &params.id)
@@ -289,7 +297,7 @@ async fn wait(
     Extension(principal): Extension<Principal>,
     JsonBody(params): JsonBody<WaitParams>,
 ) -> Answer<StatusResponse> {
-    principal.require(Capability::Read).map_err(v1_error)?;
+    principal.allow(Operation::Read).map_err(v1_error)?;
     let limit = params
         .seconds
         .into_iter()
@@ -332,7 +340,7 @@ async fn write(
     Extension(principal): Extension<Principal>,
     JsonBody(params): JsonBody<WriteParams>,
 ) -> Answer<StatusResponse> {
-    principal.require(Capability::Write).map_err(v1_error)?;
+    principal.allow(Operation::Type).map_err(v1_error)?;
     let handle = state
         .registry
         .get(&principal.owner, &params.id)
@@ -367,7 +375,7 @@ async fn kill(
     Extension(principal): Extension<Principal>,
     JsonBody(params): JsonBody<IdParams>,
 ) -> Answer<KillResponse> {
-    principal.require(Capability::Kill).map_err(v1_error)?;
+    principal.allow(Operation::Close).map_err(v1_error)?;
     let handle = state
         .registry
         .get(&principal.owner, &params.id)
@@ -414,7 +422,7 @@ async fn list(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
 ) -> Answer<SessionsResponse> {
-    principal.require(Capability::Read).map_err(v1_error)?;
+    principal.allow(Operation::Read).map_err(v1_error)?;
     let now = ptyhub_core::state_dir::unix_now();
     let sessions = state
         .registry
@@ -449,7 +457,7 @@ async fn cleanup(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<axum::response::Response, HttpError> {
-    principal.require(Capability::Kill).map_err(v1_error)?;
+    principal.allow(Operation::Close).map_err(v1_error)?;
     crate::close::close_answer(&state, &principal, &id, "Session cleaned up")
         .await
         .map_err(v1_error)
@@ -468,7 +476,7 @@ async fn update(
     Extension(principal): Extension<Principal>,
     JsonBody(params): JsonBody<UpdateParams>,
 ) -> Answer<serde_json::Value> {
-    principal.require(Capability::Write).map_err(v1_error)?;
+    principal.allow(Operation::Type).map_err(v1_error)?;
     let no_change =
         parse_seconds("no_change_timeout", params.no_change_timeout).map_err(v1_error)?;
     state
@@ -497,7 +505,7 @@ async fn stats(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
 ) -> Answer<StatsResponse> {
-    principal.require(Capability::Read).map_err(v1_error)?;
+    principal.allow(Operation::Read).map_err(v1_error)?;
     let stats = state.registry.stats().await;
     ok(
         "Session stats",
@@ -518,7 +526,7 @@ async fn cleanup_all(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
 ) -> Answer<serde_json::Value> {
-    principal.require(Capability::Kill).map_err(v1_error)?;
+    principal.allow(Operation::Close).map_err(v1_error)?;
     let mut closed = Vec::new();
     for info in state.registry.list(&principal.owner, false).await {
         if state
@@ -553,7 +561,7 @@ async fn terminal_url(
 ) -> Answer<String> {
     let id = match query.session_id {
         Some(id) => {
-            principal.require(Capability::Read).map_err(v1_error)?;
+            principal.allow(Operation::Read).map_err(v1_error)?;
             state
                 .registry
                 .get(&principal.owner, &id)

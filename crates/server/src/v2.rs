@@ -23,7 +23,7 @@ use ptyhub_protocol::ids::{Name, TermSize, TerminalId};
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
-use crate::auth::{Capability, Principal};
+use crate::auth::{Operation, Principal};
 use crate::http_error::{HttpError, JsonBody, QueryParams};
 
 /// Default and longest `wait`.
@@ -68,7 +68,7 @@ async fn create(
     Extension(principal): Extension<Principal>,
     JsonBody(params): JsonBody<CreateSessionParams>,
 ) -> Result<(StatusCode, Json<Envelope<TerminalInfo>>), HttpError> {
-    principal.require(Capability::Create)?;
+    principal.allow(Operation::create(&params))?;
     let size = match (params.cols, params.rows) {
         (None, None) => None,
         (cols, rows) => Some(TermSize::new(
@@ -114,7 +114,7 @@ async fn list(
     Extension(principal): Extension<Principal>,
     QueryParams(query): QueryParams<ListQuery>,
 ) -> Answer<ListResponse> {
-    principal.require(Capability::Read)?;
+    principal.allow(Operation::Read)?;
     let sessions = state
         .registry
         .list(&principal.owner, query.include_closed)
@@ -128,7 +128,7 @@ async fn status(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Answer<TerminalInfo> {
-    principal.require(Capability::Read)?;
+    principal.allow(Operation::Read)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     ok("Session found", handle.info().await?)
 }
@@ -139,7 +139,7 @@ async fn close(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<axum::response::Response, HttpError> {
-    principal.require(Capability::Kill)?;
+    principal.allow(Operation::Close)?;
     crate::close::close_answer(&state, &principal, &id, "Session closed")
         .await
         .map_err(HttpError::from)
@@ -154,7 +154,7 @@ async fn exec(
     JsonBody(params): JsonBody<ExecParams>,
 ) -> Result<axum::response::Response, HttpError> {
     use axum::response::IntoResponse;
-    principal.require(Capability::Write)?;
+    principal.allow(Operation::Run)?;
     let options = ExecOptions::from_params(&params)?;
     if crate::stream::wants_events(&headers) {
         let submitted = exec::submit(&state.registry, &principal.owner, &id, &options).await?;
@@ -170,7 +170,7 @@ async fn screen(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Answer<ScreenResponse> {
-    principal.require(Capability::Read)?;
+    principal.allow(Operation::Read)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     ok("Screen read", handle.screen().await?)
 }
@@ -182,7 +182,7 @@ async fn input(
     Path(id): Path<String>,
     JsonBody(params): JsonBody<InputParams>,
 ) -> Answer<serde_json::Value> {
-    principal.require(Capability::Write)?;
+    principal.allow(Operation::Type)?;
     if params.input.len() > TEXT_MAX_BYTES {
         return Err(ApiError::invalid("input too long").into());
     }
@@ -206,7 +206,7 @@ async fn wait(
     Path(id): Path<String>,
     JsonBody(params): JsonBody<WaitParams>,
 ) -> Answer<CommandResult> {
-    principal.require(Capability::Read)?;
+    principal.allow(Operation::Read)?;
     let limit = parse_seconds("seconds", params.seconds)?
         .unwrap_or(WAIT_DEFAULT)
         .min(WAIT_MAX);
@@ -224,7 +224,7 @@ async fn resize(
     Path(id): Path<String>,
     JsonBody(params): JsonBody<ResizeParams>,
 ) -> Answer<TermSize> {
-    principal.require(Capability::Resize)?;
+    principal.allow(Operation::Resize)?;
     let size = TermSize::new(params.cols, params.rows)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     handle.resize(size.cols, size.rows).await?;
@@ -247,7 +247,7 @@ async fn events(
     Path(id): Path<String>,
     QueryParams(query): QueryParams<EventsQuery>,
 ) -> Answer<EventsResponse> {
-    principal.require(Capability::Read)?;
+    principal.allow(Operation::Read)?;
     let limit = query.limit.unwrap_or(EVENTS_PAGE_MAX);
     let page = state
         .registry
@@ -269,7 +269,7 @@ async fn send(
     Path(id): Path<String>,
     JsonBody(params): JsonBody<SendParams>,
 ) -> Answer<SendResponse> {
-    principal.require(Capability::Write)?;
+    principal.allow(Operation::Run)?;
     if params.text.len() > TEXT_MAX_BYTES {
         return Err(ApiError::invalid("text too long").into());
     }
@@ -319,7 +319,7 @@ async fn signal(
     Path(id): Path<String>,
     JsonBody(params): JsonBody<SignalParams>,
 ) -> Answer<SignalResponse> {
-    principal.require(Capability::Signal)?;
+    principal.allow(Operation::Signal)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     ok(
         "Signal sent",
@@ -333,7 +333,7 @@ async fn snapshot(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Answer<ptyhub_protocol::api::Snapshot> {
-    principal.require(Capability::Read)?;
+    principal.allow(Operation::Read)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     let (snapshot, _, _) = ptyhub_core::terminal::observe::snapshot(&handle).await?;
     ok("Snapshot", snapshot)
@@ -353,7 +353,7 @@ async fn observe(
     Path(id): Path<String>,
     QueryParams(query): QueryParams<ObserveQuery>,
 ) -> Answer<ptyhub_protocol::api::ObserveResponse> {
-    principal.require(Capability::Read)?;
+    principal.allow(Operation::Read)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     ok(
         "Observed",
@@ -377,7 +377,7 @@ async fn scrollback(
     Path(id): Path<String>,
     QueryParams(query): QueryParams<ScrollbackQuery>,
 ) -> Answer<ptyhub_protocol::api::ScrollbackResponse> {
-    principal.require(Capability::Read)?;
+    principal.allow(Operation::Read)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     let page = ptyhub_core::terminal::observe::scrollback(
         &handle,
@@ -398,7 +398,7 @@ async fn job_start(
     Path(id): Path<String>,
     JsonBody(params): JsonBody<JobParams>,
 ) -> Answer<JobResponse> {
-    principal.require(Capability::Write)?;
+    principal.allow(Operation::Run)?;
     let job = JobOptions::from_params(params)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     ok(
@@ -413,7 +413,7 @@ async fn job_get(
     Extension(principal): Extension<Principal>,
     Path((id, job)): Path<(String, String)>,
 ) -> Answer<JobResponse> {
-    principal.require(Capability::Read)?;
+    principal.allow(Operation::Read)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     ok("Job", jobs::get(&handle, &job).await?)
 }
@@ -424,7 +424,7 @@ async fn job_cancel(
     Extension(principal): Extension<Principal>,
     Path((id, job)): Path<(String, String)>,
 ) -> Answer<JobResponse> {
-    principal.require(Capability::Stop)?;
+    principal.allow(Operation::Stop)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     ok("Job cancelling", jobs::cancel(&handle, &job).await?)
 }
@@ -436,7 +436,7 @@ async fn job_await(
     Path((id, job)): Path<(String, String)>,
     JsonBody(params): JsonBody<AwaitParams>,
 ) -> Answer<JobResponse> {
-    principal.require(Capability::Read)?;
+    principal.allow(Operation::Read)?;
     let limit = parse_seconds("seconds", params.seconds)?
         .unwrap_or(WAIT_DEFAULT)
         .min(WAIT_MAX);
@@ -451,7 +451,7 @@ async fn stop(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Answer<JobResponse> {
-    principal.require(Capability::Stop)?;
+    principal.allow(Operation::Stop)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     let job = handle.cancel(None).await?;
     ok(

@@ -25,7 +25,7 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use crate::AppState;
-use crate::auth::{Capability, Principal};
+use crate::auth::{Operation, Principal};
 use crate::http_error::{HttpError, QueryParams};
 use crate::wire_error::{Surface, WireError};
 
@@ -104,16 +104,25 @@ impl WsQuery {
 
 /// What a connection may do is what its mode needs.
 fn require(principal: &Principal, mode: LiveMode) -> Result<(), ApiError> {
-    principal.require(Capability::Read)?;
-    if mode != LiveMode::Watch {
-        principal.require(Capability::Write)?;
-    }
-    Ok(())
+    principal.allow(if mode == LiveMode::Watch {
+        Operation::Watch
+    } else {
+        Operation::Attach
+    })
 }
 
 fn upgrade(ws: WebSocketUpgrade) -> WebSocketUpgrade {
     ws.max_message_size(CLIENT_MESSAGE_MAX_BYTES)
         .max_frame_size(CLIENT_MESSAGE_MAX_BYTES)
+}
+
+/// What an admitted connection is: its transport, its options, and what its `resize` frames
+/// answer when the principal may not resize (a writer's frames need `terminal.resize` as the
+/// REST route does).
+struct Admission {
+    transport: LiveTransport,
+    options: ConnectOptions,
+    resize_refusal: Option<ApiError>,
 }
 
 /// Checks made before the upgrade, answered as HTTP errors: the request itself is wrong (its
@@ -122,12 +131,16 @@ fn admit(
     principal: &Principal,
     headers: &HeaderMap,
     query: &WsQuery,
-) -> Result<(LiveTransport, ConnectOptions), ApiError> {
+) -> Result<Admission, ApiError> {
     let transport = query.transport()?;
     let options = query.options()?;
     crate::auth::require_own_origin(headers)?;
     require(principal, options.mode)?;
-    Ok((transport, options))
+    Ok(Admission {
+        transport,
+        options,
+        resize_refusal: principal.allow(Operation::Resize).err(),
+    })
 }
 
 /// `GET /v2/pty/sessions/{id}/ws`
@@ -142,8 +155,8 @@ async fn session_ws(
     if query.session_id.is_some() {
         return Err(ApiError::invalid("session_id belongs in the path here").into());
     }
-    let (transport, options) = admit(&principal, &headers, &query)?;
-    Ok(open(ws, transport, options, async move {
+    let admission = admit(&principal, &headers, &query)?;
+    Ok(open(ws, admission, async move {
         let handle = state.registry.get(&principal.owner, &id).await?;
         Ok((handle, Preface::None))
     }))
@@ -157,11 +170,12 @@ async fn v1_ws(
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Result<Response, HttpError> {
-    let (transport, options) = admit(&principal, &headers, &query)?;
+    let admission = admit(&principal, &headers, &query)?;
     if query.session_id.is_none() {
-        principal.require(Capability::Create)?;
+        // The new terminal runs the default shell: nothing of the client's choosing.
+        principal.allow(Operation::Create)?;
     }
-    Ok(open(ws, transport, options, async move {
+    Ok(open(ws, admission, async move {
         match &query.session_id {
             Some(id) => Ok((
                 state.registry.get(&principal.owner, id).await?,
@@ -198,9 +212,10 @@ async fn anonymous_ws(
         )
         .into());
     }
-    let (transport, options) = admit(&principal, &headers, &query)?;
-    principal.require(Capability::Create)?;
-    Ok(open(ws, transport, options, async move {
+    let admission = admit(&principal, &headers, &query)?;
+    // The new terminal runs the default shell: nothing of the client's choosing.
+    principal.allow(Operation::Create)?;
+    Ok(open(ws, admission, async move {
         let spec = CreateSpec {
             anonymous: true,
             ..CreateSpec::default()
@@ -234,10 +249,14 @@ enum Preface {
 /// with its code, which a browser can read (it never sees an HTTP status of an upgrade).
 fn open(
     ws: WebSocketUpgrade,
-    transport: LiveTransport,
-    options: ConnectOptions,
+    admission: Admission,
     target: impl Future<Output = Result<(TerminalHandle, Preface), ApiError>> + Send + 'static,
 ) -> Response {
+    let Admission {
+        transport,
+        options,
+        resize_refusal,
+    } = admission;
     let mode = options.mode;
     upgrade(ws).on_upgrade(move |socket| async move {
         let (handle, preface) = match target.await {
@@ -246,7 +265,12 @@ fn open(
         };
         match handle.connect(options).await {
             Ok((connection, ready)) => {
-                serve(socket, connection, ready, mode, transport, &preface).await;
+                let session = Session {
+                    mode,
+                    transport,
+                    resize_refusal,
+                };
+                serve(socket, connection, ready, &session, &preface).await;
             }
             Err(error) => refuse(socket, error).await,
         }
@@ -291,14 +315,25 @@ fn wire_mode(mode: LiveMode) -> ConnectionMode {
     }
 }
 
+/// What `serve` keeps of the admission.
+struct Session {
+    mode: LiveMode,
+    transport: LiveTransport,
+    resize_refusal: Option<ApiError>,
+}
+
 async fn serve(
     socket: WebSocket,
     mut connection: Connection,
     ready: Ready,
-    mode: LiveMode,
-    transport: LiveTransport,
+    session: &Session,
     preface: &Preface,
 ) {
+    let Session {
+        mode,
+        transport,
+        ref resize_refusal,
+    } = *session;
     let (mut sink, mut stream) = socket.split();
     let is_anonymous = matches!(preface, Preface::Anonymous { .. });
     if let Preface::AnnounceId = preface {
@@ -377,7 +412,7 @@ async fn serve(
             message = stream.next() => {
                 heard_at = Instant::now();
                 let reply = match message {
-                    Some(Ok(Message::Text(body))) => on_text(&connection, body.as_str()).await,
+                    Some(Ok(Message::Text(body))) => on_text(&connection, body.as_str(), resize_refusal.as_ref()).await,
                     Some(Ok(Message::Binary(bytes))) => match transport {
                         LiveTransport::Binary => connection.input(&bytes).await.err().map(error_frame),
                         LiveTransport::Json => Some(error_frame(ApiError::invalid(
@@ -432,7 +467,12 @@ async fn forward(
     }
 }
 
-async fn on_text(connection: &Connection, body: &str) -> Option<Message> {
+/// Acts on a text frame; `resize_refusal` answers a `resize` from a principal that may not.
+async fn on_text(
+    connection: &Connection,
+    body: &str,
+    resize_refusal: Option<&ApiError>,
+) -> Option<Message> {
     let frame = match serde_json::from_str::<ClientFrame>(body) {
         Ok(frame) => frame,
         Err(_) => {
@@ -443,6 +483,9 @@ async fn on_text(connection: &Connection, body: &str) -> Option<Message> {
     };
     let outcome = match frame {
         ClientFrame::Input { data } => connection.input(data.as_bytes()).await,
+        ClientFrame::Resize { .. } if let Some(refusal) = resize_refusal => {
+            return Some(error_frame(refusal.clone()));
+        }
         ClientFrame::Resize { cols, rows, data } => {
             let size = ptyhub_protocol::live::resize_size(cols, rows, data)
                 .and_then(|(cols, rows)| TermSize::new(cols, rows));

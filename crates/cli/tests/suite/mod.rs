@@ -1,5 +1,6 @@
 mod attach;
 mod bad_input;
+mod capabilities;
 mod cli;
 mod crash;
 mod discovery;
