@@ -100,6 +100,8 @@ impl Plan {
         })?;
 
         let nonce = random_token(24);
+        // Not derived from the nonce: every program of the terminal can read its environment.
+        let process_mark = random_token(24);
         let launch = shell::prepare(&self.program, &nonce, &config.runtime_dir)
             .map_err(|e| TerminalError::internal(format!("cannot write shell integration: {e}")))?;
         let socket = config.runtime_dir.join(format!("h-{}.sock", &nonce[..16]));
@@ -126,6 +128,7 @@ impl Plan {
             ended_at: None,
             closed: false,
             integration_nonce: nonce,
+            process_mark: process_mark.clone(),
             anonymous: self.anonymous,
             backend: config.backend.kind(),
         };
@@ -136,7 +139,7 @@ impl Plan {
             socket,
             program: launch.program.clone(),
             args: launch.args.clone(),
-            env: shell_env(id, &self.env, &launch.env),
+            env: shell_env(id, &process_mark, &self.env, &launch.env),
             cwd: PathBuf::from(&cwd),
             cols: size.cols,
             rows: size.rows,
@@ -192,9 +195,11 @@ fn validate_env(env: &BTreeMap<String, String>) -> Result<(), TerminalError> {
 }
 
 /// The shell's environment: the server's own without ptyhub's settings, a capable `TERM`, the
-/// integration's variables, and the client's.
+/// integration's variables, the client's, and the instance's process mark (last: a client
+/// cannot override it).
 fn shell_env(
     id: &TerminalId,
+    process_mark: &str,
     extra: &BTreeMap<String, String>,
     integration: &[(String, String)],
 ) -> Vec<(String, String)> {
@@ -208,5 +213,9 @@ fn shell_env(
     env.insert("PTYHUB_TERMINAL_ID".to_owned(), id.to_string());
     env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(integration.iter().cloned());
+    env.insert(
+        crate::process::PROCESS_MARK_VAR.to_owned(),
+        process_mark.to_owned(),
+    );
     env.into_iter().collect()
 }

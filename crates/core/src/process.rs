@@ -4,12 +4,25 @@
 //! The holder uses these to find every process a terminal started (its descendants, including
 //! ones that called `setsid`, which the subreaper keeps under it), to name the foreground
 //! program and tell whether it waits for input; the native backend uses them to end the tree
-//! of a holder that no longer answers. The terminal actor never calls them: it asks its
-//! backend. Everything here is best-effort: a process can vanish between two reads.
+//! of a holder that no longer answers, and to find a terminal's processes by their
+//! [`PROCESS_MARK_VAR`] once the holder is gone (they were reparented, so no parent link
+//! leads to them). The terminal actor never calls them: it asks its backend. Everything here
+//! is best-effort: a process can vanish between two reads.
 
+use std::collections::HashSet;
 use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 
 use rustix::process::Signal;
+
+/// The environment variable every process of a terminal inherits, with a value unique to the
+/// terminal's instance (`process_mark` in its `meta.json`): what finds the terminal's
+/// processes when no parent link leads to them any more.
+pub const PROCESS_MARK_VAR: &str = "PTYHUB_PROCESS_MARK";
+
+/// Most rounds of [`stop_then_kill`]: each stops what the previous round's processes forked.
+const STOP_ROUNDS_MAX: usize = 16;
 
 /// One visible process: its pid, parent and process group.
 #[derive(Clone, Copy, Debug)]
@@ -91,6 +104,128 @@ pub fn is_alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// The executable a process runs (without the ` (deleted)` the kernel appends once the file
+/// was replaced).
+pub fn exe(pid: u32) -> Option<PathBuf> {
+    let link = fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let text = link.to_str()?;
+    Some(PathBuf::from(
+        text.strip_suffix(" (deleted)").unwrap_or(text),
+    ))
+}
+
+/// One process of this user, as [`members_of`] sees it.
+#[derive(Clone, Copy, Debug)]
+struct Member {
+    pid: u32,
+    ppid: u32,
+    sid: u32,
+    /// Its environment carries the terminal's mark.
+    is_marked: bool,
+}
+
+/// Every live process of this user (this process excepted) that belongs to the terminal whose
+/// processes carry `PTYHUB_PROCESS_MARK=<mark>`: see [`members_of`]. Empty for an empty mark.
+pub fn marked_processes(mark: &str) -> Vec<u32> {
+    if mark.is_empty() {
+        return Vec::new();
+    }
+    let entry = format!("{PROCESS_MARK_VAR}={mark}");
+    let me = std::process::id();
+    let own_session = rustix::process::getsid(None)
+        .ok()
+        .and_then(|sid| u32::try_from(sid.as_raw_nonzero().get()).ok());
+    let euid = rustix::process::geteuid().as_raw();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let table: Vec<Member> = entries
+        .flatten()
+        .filter_map(|entry_dir| {
+            let pid: u32 = entry_dir.file_name().to_str()?.parse().ok()?;
+            if pid == me || entry_dir.metadata().ok()?.uid() != euid {
+                return None;
+            }
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            if stat_field(&stat, 3)? == "Z" {
+                return None;
+            }
+            // A process whose environment cannot be read is judged by its session and parent.
+            let environ = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            Some(Member {
+                pid,
+                ppid: stat_field(&stat, 4)?.parse().ok()?,
+                sid: stat_field(&stat, 6)?.parse().ok()?,
+                is_marked: environ_has(&environ, entry.as_bytes()),
+            })
+        })
+        .collect();
+    let spared: Vec<u32> = own_session.into_iter().chain([me]).collect();
+    members_of(&table, &spared)
+        .into_iter()
+        .filter(|&pid| pid != me)
+        .collect()
+}
+
+/// Whether a NUL-separated environment block holds exactly the entry `entry` (`NAME=value`).
+fn environ_has(environ: &[u8], entry: &[u8]) -> bool {
+    environ.split(|&b| b == 0).any(|item| item == entry)
+}
+
+/// The terminal's processes in `table`: every marked process; every process in the session of
+/// a marked one (the shell is a session leader, so a job that cleared its environment stays
+/// in the shell's session, and so does one of a `setsid` escapee); and every descendant of
+/// those. Sessions 0 and 1 and the `spared` ones (the server's own) are never taken whole.
+fn members_of(table: &[Member], spared_sessions: &[u32]) -> Vec<u32> {
+    let sessions: HashSet<u32> = table
+        .iter()
+        .filter(|m| m.is_marked && m.sid > 1 && !spared_sessions.contains(&m.sid))
+        .map(|m| m.sid)
+        .collect();
+    let mut found: Vec<u32> = table
+        .iter()
+        .filter(|m| m.is_marked || sessions.contains(&m.sid))
+        .map(|m| m.pid)
+        .collect();
+    let mut seen: HashSet<u32> = found.iter().copied().collect();
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        for child in table.iter().filter(|m| m.ppid == parent) {
+            if seen.insert(child.pid) {
+                found.push(child.pid);
+            }
+        }
+        i += 1;
+    }
+    found.retain(|&pid| pid > 1);
+    found
+}
+
+/// Ends every process `find` reports: stops them (a stopped process cannot fork), asks `find`
+/// again until a round finds no process it has not stopped yet, then kills them all. Returns
+/// how many it ended.
+pub fn stop_then_kill(mut find: impl FnMut() -> Vec<u32>) -> usize {
+    let mut stopped: Vec<u32> = Vec::new();
+    for _ in 0..STOP_ROUNDS_MAX {
+        let fresh: Vec<u32> = find()
+            .into_iter()
+            .filter(|pid| !stopped.contains(pid))
+            .collect();
+        if fresh.is_empty() {
+            break;
+        }
+        for &pid in &fresh {
+            kill(pid, Signal::STOP);
+        }
+        stopped.extend(fresh);
+    }
+    for &pid in &stopped {
+        kill(pid, Signal::KILL);
+    }
+    stopped.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +244,86 @@ mod tests {
         assert!(is_alive(me));
         assert!(comm(me).is_some());
         assert!(descendants(me).is_empty() || !descendants(me).contains(&me));
+    }
+
+    fn member(pid: u32, ppid: u32, sid: u32, is_marked: bool) -> Member {
+        Member {
+            pid,
+            ppid,
+            sid,
+            is_marked,
+        }
+    }
+
+    #[test]
+    fn the_mark_is_one_whole_environment_entry() {
+        let environ = b"HOME=/h\0PTYHUB_PROCESS_MARK=abc\0TERM=x\0";
+        assert!(environ_has(environ, b"PTYHUB_PROCESS_MARK=abc"));
+        // Another instance's mark, a prefix of it, or the value under another name: no match.
+        assert!(!environ_has(environ, b"PTYHUB_PROCESS_MARK=ab"));
+        assert!(!environ_has(
+            b"PTYHUB_PROCESS_MARK=abcd\0",
+            b"PTYHUB_PROCESS_MARK=abc"
+        ));
+        assert!(!environ_has(
+            b"X_PTYHUB_PROCESS_MARK=abc\0",
+            b"PTYHUB_PROCESS_MARK=abc"
+        ));
+        assert!(!environ_has(
+            b"OTHER=PTYHUB_PROCESS_MARK=abc\0",
+            b"PTYHUB_PROCESS_MARK=abc"
+        ));
+        // The last entry may lack its terminator.
+        assert!(environ_has(
+            b"A=1\0PTYHUB_PROCESS_MARK=abc",
+            b"PTYHUB_PROCESS_MARK=abc"
+        ));
+    }
+
+    #[test]
+    fn a_terminal_is_its_marked_processes_their_sessions_and_their_children() {
+        let table = [
+            // The server (pid 10, session 10) and an unrelated shell (session 50).
+            member(10, 1, 10, false),
+            member(50, 1, 50, false),
+            member(51, 50, 50, false),
+            // The terminal's shell (reparented to init) and a job that cleared its environment.
+            member(100, 1, 100, true),
+            member(101, 100, 100, false),
+            // A `setsid` escapee, and a child of it that cleared its environment.
+            member(200, 1, 200, true),
+            member(201, 200, 200, false),
+            // An unmarked process left in the shell's session after its parent died.
+            member(102, 1, 100, false),
+            // Unmarked, in its own session, child of nobody marked: not the terminal's.
+            member(300, 1, 300, false),
+        ];
+        let mut found = members_of(&table, &[10]);
+        found.sort_unstable();
+        assert_eq!(found, vec![100, 101, 102, 200, 201]);
+    }
+
+    #[test]
+    fn a_marked_process_in_a_spared_session_does_not_bring_its_session() {
+        // A marked process in the server's own session (or init's) brings itself and its
+        // children only: the session is not the terminal's.
+        let table = [
+            member(10, 1, 10, false),
+            member(11, 10, 10, true),
+            member(12, 11, 10, false),
+            member(13, 10, 10, false),
+            member(20, 1, 1, true),
+            member(21, 1, 1, false),
+        ];
+        let mut found = members_of(&table, &[10]);
+        found.sort_unstable();
+        assert_eq!(found, vec![11, 12, 20]);
+    }
+
+    #[test]
+    fn no_mark_finds_nothing() {
+        assert!(marked_processes("").is_empty());
+        assert!(marked_processes("no-process-carries-this-mark").is_empty());
     }
 }
 

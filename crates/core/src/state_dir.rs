@@ -60,6 +60,11 @@ pub struct TerminalMeta {
     /// Secret carried by the shell integration's marks, so program output cannot forge them.
     #[serde(default)]
     pub integration_nonce: String,
+    /// The value of `PTYHUB_PROCESS_MARK` in the environment of every process of this instance
+    /// of the terminal: how its processes are found once no holder leads to them (absent from
+    /// a `meta.json` written before processes were marked).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub process_mark: String,
     /// A terminal that lives and dies with the one connection that opened it
     /// (`/v2/pty/ws`): never listed, closed when a restarted server finds it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

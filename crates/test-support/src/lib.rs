@@ -311,6 +311,45 @@ fn collect_metas(dir: &Path, found: &mut Vec<Value>) {
 
 pub use ptyhub_core::process::{descendants, is_alive};
 
+/// `kill -9` of one process.
+pub fn kill_9(pid: u32) {
+    ptyhub_core::process::kill(pid, rustix::process::Signal::KILL);
+}
+
+/// Live processes (of any parent) one of whose arguments is exactly `arg`: a test gives the
+/// processes it starts an argument no other process has, and finds them by it even after they
+/// were reparented.
+pub fn processes_with_arg(arg: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| cmdline.split(|&b| b == 0).any(|a| a == arg.as_bytes()))
+        })
+        .filter(|&pid| is_alive(pid))
+        .collect()
+}
+
+/// Kills, when dropped, every process that carries one of its arguments
+/// ([`processes_with_arg`]): what a test started cannot outlive it, however it ends.
+pub struct KillOnDrop {
+    pub args: Vec<String>,
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for arg in &self.args {
+            for pid in processes_with_arg(arg) {
+                kill_9(pid);
+            }
+        }
+    }
+}
+
 impl Drop for Ptyhub {
     fn drop(&mut self) {
         self.kill_server();

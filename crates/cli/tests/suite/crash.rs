@@ -1,10 +1,12 @@
 //! `kill -9` of the server: terminals keep running, a new server finds them, the log has no
-//! missing or duplicated byte.
+//! missing or duplicated byte. `kill -9` of a holder: the processes it leaves behind still end
+//! when the terminal is closed or a new server finds it gone.
 
+use ptyhub_client::{Client, Method};
 use serde_json::json;
 
 use super::{create, exec, exec_raw, get, start};
-use ptyhub_test_support::{data, wait_until};
+use ptyhub_test_support::{KillOnDrop, data, kill_9, processes_with_arg, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_printing_loop_survives_kill_9_and_the_log_is_contiguous() {
@@ -105,4 +107,97 @@ async fn sigterm_stops_the_server_and_leaves_terminals_running() {
     hub.restart();
     let result = exec(&hub.http(), &id, "echo $KEEP").await;
     assert_eq!(result["output"], "1");
+}
+
+/// Arguments no other process has, for a test's background job and its `setsid` escapee
+/// (`sleep` adds its arguments up, so each is a slightly different 300 seconds).
+fn orphan_args(test: &str) -> (String, String) {
+    let me = std::process::id();
+    (format!("300.{me}{test}1"), format!("300.{me}{test}2"))
+}
+
+/// Starts, in terminal `id`, a background job that ignores SIGHUP and an escapee in its own
+/// session, and waits until both run.
+async fn start_orphans(client: &Client, id: &str, job: &str, escapee: &str) {
+    let command = format!(
+        "nohup sleep {job} >/dev/null 2>&1 & setsid sleep {escapee} >/dev/null 2>&1 </dev/null &"
+    );
+    let started = exec(client, id, &command).await;
+    assert_eq!(started["status"], "completed", "{started}");
+    wait_until("the job and the escapee run", || async {
+        (!processes_with_arg(job).is_empty() && !processes_with_arg(escapee).is_empty())
+            .then_some(())
+    })
+    .await;
+}
+
+/// Waits until no process of the job and the escapee is left, and says which are.
+async fn wait_until_gone(job: &str, escapee: &str) {
+    wait_until("every process of the terminal is gone", || async {
+        (processes_with_arg(job).is_empty() && processes_with_arg(escapee).is_empty()).then_some(())
+    })
+    .await;
+}
+
+async fn close(client: &Client, id: &str) {
+    let closed = client
+        .send(Method::DELETE, &format!("/v2/pty/sessions/{id}"), None)
+        .await
+        .unwrap_or_else(|e| panic!("close: {e}"));
+    assert_eq!(closed.status, 200, "{}", closed.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_killed_with_sigkill_leaves_no_process_once_its_terminal_is_closed() {
+    let (job, escapee) = orphan_args("1");
+    let _sweep = KillOnDrop {
+        args: vec![job.clone(), escapee.clone()],
+    };
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    start_orphans(&client, &id, &job, &escapee).await;
+
+    kill_9(hub.holder_pids()[0]);
+    wait_until("the server sees the holder gone", || async {
+        let info = get(&client, &format!("/v2/pty/sessions/{id}")).await;
+        (data(&info)["state"] != "running").then_some(())
+    })
+    .await;
+    close(&client, &id).await;
+    wait_until_gone(&job, &escapee).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_ends_the_processes_of_a_holder_killed_with_sigkill() {
+    let (job, escapee) = orphan_args("2");
+    let _sweep = KillOnDrop {
+        args: vec![job.clone(), escapee.clone()],
+    };
+    let mut hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    start_orphans(&client, &id, &job, &escapee).await;
+
+    let holder = hub.holder_pids()[0];
+    hub.kill_server();
+    kill_9(holder);
+    wait_until("the holder is gone", || async {
+        (!ptyhub_test_support::is_alive(holder)).then_some(())
+    })
+    .await;
+    // Nothing ended them: they were reparented, out of any holder's tree.
+    assert!(!processes_with_arg(&job).is_empty());
+    assert!(!processes_with_arg(&escapee).is_empty());
+
+    hub.restart();
+    let client = hub.http();
+    // Discovery finds the terminal running without a holder: it is in error, history kept,
+    // and what the holder left behind is ended.
+    wait_until_gone(&job, &escapee).await;
+    let info = get(&client, &format!("/v2/pty/sessions/{id}")).await;
+    assert_eq!(info.status, 200, "{}", info.body);
+    assert_eq!(data(&info)["state"], "error");
+    close(&client, &id).await;
+    wait_until_gone(&job, &escapee).await;
 }

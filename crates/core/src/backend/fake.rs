@@ -199,6 +199,7 @@ impl FakeHost {
             ended_at: None,
             closed: false,
             integration_nonce: nonce.to_owned(),
+            process_mark: String::new(),
             anonymous: false,
             backend: BackendKind::Native,
         }

@@ -71,9 +71,17 @@ pub trait Backend: Send + Sync + 'static {
     /// The event log of the terminal kept in `dir`, to read from any `seq`.
     fn log(&self, dir: &Path) -> TerminalLog;
 
-    /// Ends every process of a terminal whose host does not answer any more (the last resort
-    /// of a close that did not finish in time).
+    /// Ends every process of a terminal whose host does not answer any more, the host
+    /// included: the last resort of a close that did not finish in time, and the close of a
+    /// terminal whose host is gone. Processes whose host died are found too.
     fn kill(&self, meta: &TerminalMeta);
+
+    /// Ends the processes a vanished host left behind (a host killed with SIGKILL, or one a
+    /// restarted server finds gone); does nothing while the host itself still lives. A
+    /// backend whose processes cannot outlive their host keeps this default.
+    fn end_orphans(&self, meta: &TerminalMeta) {
+        let _ = meta;
+    }
 }
 
 /// A live connection to one terminal's host.

@@ -1,7 +1,13 @@
 //! The native backend: a holder process per terminal on this machine
 //! ([`crate::holder`]), reached over its unix socket. Starting one is [`HolderLauncher`]'s
-//! job; everything the holder cannot do for itself because it no longer answers (ending its
-//! process tree) is done here from `/proc`.
+//! job; everything the holder cannot do for itself because it no longer answers or is gone
+//! (ending its process tree, or what it left behind) is done here from `/proc`.
+//!
+//! A terminal's processes are found two ways: under its holder through parent links while the
+//! holder lives (it is a subreaper, so `setsid` escapees stay under it), and by the
+//! `PTYHUB_PROCESS_MARK` each inherits, whose value is unique to the terminal's instance
+//! ([`crate::process::marked_processes`]): once the holder is dead its processes were
+//! reparented and only the mark (and the sessions of marked processes) leads to them.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,6 +19,7 @@ use super::native_link::HolderLink;
 use super::{Backend, BackendLink, BoxFuture, LaunchError, TerminalLog};
 use crate::holder::HolderSpec;
 use crate::holder::launch::HolderLauncher;
+use crate::process;
 use crate::state_dir::TerminalMeta;
 
 /// Terminals hosted by holder processes started from `launcher`.
@@ -24,6 +31,14 @@ pub struct NativeBackend {
 impl NativeBackend {
     pub fn new(launcher: HolderLauncher) -> Arc<Self> {
         Arc::new(Self { launcher })
+    }
+
+    /// The terminal's holder, if it still runs: the recorded pid, alive, running the holder's
+    /// executable (a pid the system gave to another program since is not the holder).
+    fn live_holder(&self, meta: &TerminalMeta) -> Option<u32> {
+        meta.holder_pid.filter(|&pid| {
+            process::is_alive(pid) && process::exe(pid).is_some_and(|exe| exe == self.launcher.exe)
+        })
     }
 }
 
@@ -55,14 +70,26 @@ impl Backend for NativeBackend {
     }
 
     fn kill(&self, meta: &TerminalMeta) {
-        let Some(holder) = meta.holder_pid else {
-            return;
-        };
-        for pid in crate::process::descendants(holder)
-            .into_iter()
-            .chain([holder])
-        {
-            crate::process::kill(pid, rustix::process::Signal::KILL);
+        let holder = self.live_holder(meta);
+        let ended = process::stop_then_kill(|| {
+            let mut pids = process::marked_processes(&meta.process_mark);
+            if let Some(holder) = holder {
+                pids.extend(process::descendants(holder));
+                pids.push(holder);
+            }
+            pids.sort_unstable();
+            pids.dedup();
+            pids
+        });
+        if ended > 0 {
+            tracing::info!(id = %meta.id, ended, "ended the processes of a terminal");
+        }
+    }
+
+    fn end_orphans(&self, meta: &TerminalMeta) {
+        // A live holder ends its own tree (on close, or when its program exits).
+        if self.live_holder(meta).is_none() {
+            self.kill(meta);
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Closing a terminal from the actor: the host is asked to end the whole process tree; once it
 //! is gone the terminal is marked closed and what memory held of it is dropped (its history
-//! stays on disk). A host that does not finish in time is killed.
+//! stays on disk). A host that does not finish in time is killed, and so is whatever a host
+//! that is already gone left behind.
 
 use crate::error::TerminalError;
 use ptyhub_protocol::holder::HolderRequest;
@@ -24,7 +25,12 @@ impl Actor {
                     self.holder_gone().await;
                 }
             }
-            _ => self.finish_closing(),
+            _ => {
+                // No host to ask: processes it left behind (it was killed, or a previous
+                // server saw it go) are ended by the backend.
+                self.backend.kill(&self.meta);
+                self.finish_closing();
+            }
         }
     }
 

@@ -64,9 +64,11 @@ impl Actor {
         }
     }
 
-    /// A `running` terminal whose holder cannot be reached is in error (its files stay).
+    /// A `running` terminal whose holder cannot be reached is in error (its files stay), and
+    /// the processes a vanished holder left behind are ended.
     pub(super) fn mark_gone_if_running(&mut self) {
         if !self.is_exited && self.meta.state == TerminalState::Running {
+            self.backend.end_orphans(&self.meta);
             self.meta.state = TerminalState::Error;
             self.meta.ended_at = Some(state_dir::unix_now());
             if let Err(error) = state_dir::write_meta(&self.dir, &self.meta) {
