@@ -2,8 +2,9 @@
 //! module owns exec's rules so that every transport (REST v1 and v2, their server-sent events,
 //! MCP through REST v2) only translates: the defaults (`no_change_timeout` 120 s), the seconds
 //! fields (finite, 0 to a day), the command's bounds, `exec_dir` (an existing absolute
-//! directory, entered by a quoted `cd` before the command), `async` (nobody waits, so no
-//! `no_change_timeout`), how long the caller waits, and the truncation of the answer's output.
+//! directory, entered by a quoted `cd` joined to the command: [`ExecOptions::shell_text`]),
+//! `async` (nobody waits, so no `no_change_timeout`), how long the caller waits, and the
+//! truncation of the answer's output.
 //!
 //! It does not own the command's life in the shell (the terminal actor in [`crate::terminal`]:
 //! the timers that press ^C, `BUSY`, parking until the shell is ready), capability checks (the
@@ -17,7 +18,7 @@
 //! 1. [`ExecOptions::from_params`] validates the caller's [`ExecParams`] (no terminal involved).
 //! 2. [`submit`] finds the terminal, resolves `no_change_timeout` (the caller's, else the
 //!    terminal's default, else [`NO_CHANGE_TIMEOUT_DEFAULT`]; none when `async`) and hands the
-//!    shell the command, preceded by `cd -- '<exec_dir>'` when one was given.
+//!    shell the command, as one list `cd -- '<exec_dir>' && { … }` when one was given.
 //! 3. [`Submitted::wait_for_result`] waits as the caller asked (not at all when `async`, up to
 //!    `timeout` otherwise, until the command ends without one) and shapes the result: the
 //!    command as the caller sent it, the output truncated unless `truncate` was false. A
@@ -174,10 +175,26 @@ impl ExecOptions {
         self
     }
 
-    /// The text the shell receives: the `cd` line first when there is an `exec_dir`.
+    /// The text the shell receives: with an `exec_dir`, one command list of three parts on
+    /// lines of their own, `cd -- '<dir>' && {`, the command, and `}`.
+    ///
+    /// The `cd` and the command are one submission on purpose. Sent as two lines (`cd`, then
+    /// the command), a shell that reads line by line (no bracketed paste: bash up to 5.0,
+    /// `enable-bracketed-paste off`, zsh without `zle_bracketed_paste`, or bytes that reached
+    /// the tty while a slow `PROMPT_COMMAND` or `precmd` still ran) ran the `cd` alone and
+    /// showed its prompt; that prompt's `D;0` mark ended the exec with the `cd`'s exit code and
+    /// empty output while the command ran on unseen. As one list the shell parses all of it
+    /// before it runs any, so it marks one start and one end and the exit code is the
+    /// command's. The braces stand on lines of their own so that a command ending in `&`, a
+    /// comment or a heredoc stays intact, and `&&` means a `cd` that fails (the directory was
+    /// removed since it was checked) runs nothing in the wrong place and reports `cd`'s error.
     pub fn shell_text(&self) -> String {
         match &self.exec_dir {
-            Some(dir) => format!("{}\n{}", dir.cd_line(), self.command),
+            Some(dir) => format!(
+                "{} && {{\n{}\n}}",
+                dir.cd_line(),
+                self.command.trim_end_matches(['\n', '\r'])
+            ),
             None => self.command.clone(),
         }
     }
@@ -508,13 +525,71 @@ mod tests {
         let options = ExecOptions::from_params(&with_dir).unwrap();
         assert_eq!(
             options.shell_text(),
-            format!("cd -- '{dir}'\necho hi\necho there")
+            format!("cd -- '{dir}' && {{\necho hi\necho there\n}}")
+        );
+        with_dir.command = "echo hi\n\n".to_owned();
+        assert_eq!(
+            ExecOptions::from_params(&with_dir).unwrap().shell_text(),
+            format!("cd -- '{dir}' && {{\necho hi\n}}")
         );
         assert_eq!(options.request(None).command, options.shell_text());
         let plain = ExecOptions::from_params(&params("echo hi")).unwrap();
         assert_eq!(plain.shell_text(), "echo hi");
         assert_eq!(plain.clone().in_dir(None).shell_text(), "echo hi");
         assert_eq!(options.in_dir(None).shell_text(), "echo hi\necho there");
+    }
+
+    /// Runs `command` in `dir` as exec would hand it to `shell` (a script on stdin, as the
+    /// shell reads a terminal: line by line); `None` when the shell is not installed.
+    fn run_in(shell: &str, dir: &str, command: &str) -> Option<(Option<i32>, String)> {
+        use std::io::Write;
+        let options = ExecOptions::from_params(&params(command))
+            .unwrap()
+            .in_dir(Some(ExecDir(dir.to_owned())));
+        let mut child = std::process::Command::new(shell)
+            .arg("-s")
+            .current_dir("/")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let script = format!("{}\necho after-$?\n", options.shell_text());
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        Some((out.status.code(), String::from_utf8(out.stdout).unwrap()))
+    }
+
+    /// Regression: the `cd` and the command are one list, so the exit code after it is the
+    /// command's, a heredoc, a trailing `&` or comment and an `exit` keep their meaning, and a
+    /// directory that is gone runs nothing (elsewhere) at all.
+    #[test]
+    fn exec_dir_and_command_are_one_list_in_every_shell() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().to_string_lossy().into_owned();
+        let gone = temp.path().join("gone").to_string_lossy().into_owned();
+        for shell in ["sh", "bash", "zsh"] {
+            let Some(plain) = run_in(shell, &dir, "echo out-$((6*7)); (exit 3)") else {
+                continue;
+            };
+            assert_eq!(plain, (Some(0), "out-42\nafter-3\n".to_owned()), "{shell}");
+            let script = "pwd\ncat <<'EOF'\n$HOME stays\nEOF\ntrue & # a comment";
+            let (_, out) = run_in(shell, &dir, script).unwrap();
+            assert_eq!(out, format!("{dir}\n$HOME stays\nafter-0\n"), "{shell}");
+            let exit = run_in(shell, &dir, "echo bye\nexit 7").unwrap();
+            assert_eq!(exit, (Some(7), "bye\n".to_owned()), "{shell}");
+            let (_, out) = run_in(shell, &gone, "echo ran; pwd").unwrap();
+            let is_refused = out.starts_with("after-") && out != "after-0\n";
+            assert!(
+                is_refused,
+                "{shell}: the command ran after a failed cd: {out:?}"
+            );
+        }
     }
 
     #[test]

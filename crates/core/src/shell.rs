@@ -12,6 +12,9 @@
 //! a user assigning `PROMPT_COMMAND=...` keeps the marks; PS0 re-installed at every prompt);
 //! zsh gets a generated `ZDOTDIR` with `precmd`/`preexec` hooks; any other shell is driven as
 //! POSIX `sh` with a `PS1` that reports `$?` and a `C` mark sent in front of each command.
+//! bash and zsh also toggle bracketed paste on and off once at start-up when their line editor
+//! uses it, so that ptyhub waits for the editor before the first command even when the first
+//! prompt mark comes long before it (a slow `PROMPT_COMMAND` or `precmd` hook).
 //! The generated files are 0600 and remove themselves once sourced.
 
 use std::io;
@@ -71,6 +74,13 @@ impl ShellKind {
     /// bash and zsh get the command as one bracketed paste (multi-line scripts and heredocs
     /// arrive as one unit) after clearing whatever was typed on the line; `sh` gets a `C` mark
     /// call in front of the command, since it has no hook that runs before a command.
+    ///
+    /// A line editor without bracketed paste (bash up to 5.0, `enable-bracketed-paste off` in
+    /// an inputrc, zsh without `zle_bracketed_paste`) reads a command of several lines one
+    /// line at a time and runs each before it reads the next: the first line's end mark would
+    /// end the command, and the rest would run unseen. Such a command is sent as one `{ … }`
+    /// group instead, as `sh` gets it ([`sh_line`]): the shell reads the group to its end
+    /// (continuation lines, no prompt in between) before it runs any of it.
     pub fn submission(self, command: &str, bracketed_paste: bool, clear_line: bool) -> Vec<u8> {
         let command = command.trim_end_matches(['\n', '\r']);
         let mut out = Vec::with_capacity(command.len() + 16);
@@ -84,6 +94,9 @@ impl ShellKind {
                     out.extend_from_slice(b"\x1b[200~");
                     out.extend_from_slice(command.replace("\x1b[201~", "").as_bytes());
                     out.extend_from_slice(b"\x1b[201~\r");
+                } else if command.contains('\n') {
+                    out.extend_from_slice(format!("{{\n{command}\n}}").as_bytes());
+                    out.push(b'\r');
                 } else {
                     out.extend_from_slice(command.as_bytes());
                     out.push(b'\r');
@@ -196,6 +209,12 @@ PS0="${{PS0}}${{__ptyhub_ps0}}"
 bind 'set enable-active-region off' 2>/dev/null
 PROMPT_COMMAND=(__ptyhub_precmd "${{PROMPT_COMMAND[@]}}")
 PROMPT_COMMAND[63]=__ptyhub_precmd
+# The first prompt mark comes before the rest of PROMPT_COMMAND and PS1, which can be slow;
+# ptyhub only waits for the line editor once it saw that the editor uses bracketed paste, so
+# say so now (mode on, then off again: the screen is unchanged).
+if [[ -o emacs || -o vi ]] && [[ $(bind -v 2>/dev/null) == *'enable-bracketed-paste on'* ]]; then
+  builtin printf '\e[?2004h\e[?2004l'
+fi
 "#
     )
 }
@@ -223,6 +242,9 @@ __ptyhub_preexec() {{
 unsetopt PROMPT_SP
 precmd_functions=(__ptyhub_precmd ${{precmd_functions[@]}})
 preexec_functions=(__ptyhub_preexec ${{preexec_functions[@]}})
+# As in bash: the first prompt mark comes before the other precmd hooks, which can be slow, so
+# ptyhub is told now that the line editor uses bracketed paste (on, then off again).
+if [[ -o zle ]] && (( ${{#zle_bracketed_paste}} )); then builtin printf '\e[?2004h\e[?2004l'; fi
 "#
     )
 }
@@ -312,6 +334,22 @@ mod tests {
             ShellKind::Sh.submission("true", false, true),
             b"__ptyhub_c;true\n"
         );
+    }
+
+    /// Regression: without bracketed paste a command of several lines is one group, so the
+    /// shell cannot run its first line alone; a one-line command is typed as it is.
+    #[test]
+    fn without_bracketed_paste_a_multi_line_command_is_one_group() {
+        for kind in [ShellKind::Bash, ShellKind::Zsh] {
+            let bytes = kind.submission("echo a\necho b\n", false, false);
+            assert_eq!(bytes, b"{\necho a\necho b\n}\r".to_vec());
+            assert_eq!(
+                kind.submission("true\n", false, true),
+                b"\x05\x15true\r".to_vec()
+            );
+            let pasted = kind.submission("echo a\necho b", true, false);
+            assert_eq!(pasted, b"\x1b[200~echo a\necho b\x1b[201~\r".to_vec());
+        }
     }
 
     #[test]

@@ -338,3 +338,88 @@ async fn binary_output_is_decoded_without_harm() {
     let again = exec(&client, &id, "echo still fine").await;
     assert_eq!(again["output"], "still fine");
 }
+
+/// Runs `command` in `dir` through v2 (or v1 when `is_v1`) and returns (output, exit code).
+async fn exec_in(
+    client: &ptyhub_client::Client,
+    id: &str,
+    command: &str,
+    dir: &str,
+    is_v1: bool,
+) -> (serde_json::Value, serde_json::Value) {
+    let body = json!({ "command": command, "exec_dir": dir, "timeout": 30 });
+    let answer = if is_v1 {
+        let mut body = body;
+        body["id"] = json!(id);
+        post(client, "/v1/shell/exec", body).await
+    } else {
+        exec_raw(client, id, body).await
+    };
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let result = data(&answer);
+    (result["output"].clone(), result["exit_code"].clone())
+}
+
+/// Regression: with a slow `PROMPT_COMMAND` the first prompt mark comes well before the line
+/// editor, and the first exec on a new shell was typed into the tty there, unpasted: the shell
+/// ran `cd -- '<dir>'` alone and its prompt ended the exec with exit code 0 and no output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_dir_is_one_submission_whatever_the_prompt_costs() {
+    let hub = start();
+    let client = hub.http();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let dir = std::fs::canonicalize(dir.path()).unwrap_or_else(|e| panic!("canonicalize: {e}"));
+    let dir = dir.to_string_lossy().into_owned();
+    for try_no in 0..4 {
+        let body = json!({ "cwd": "/tmp", "env": { "PROMPT_COMMAND": "sleep 0.05" } });
+        let id = create(&client, body).await;
+        let first = exec_in(&client, &id, "echo out-$((6*7)); (exit 3)", &dir, false).await;
+        assert_eq!(first, (json!("out-42"), json!(3)), "v2, try {try_no}");
+        let v1 = exec_in(&client, &id, "pwd; (exit 4)", &dir, true).await;
+        assert_eq!(v1, (json!(dir.clone()), json!(4)), "v1, try {try_no}");
+        let script = "cat <<'EOF'\nout-$((6*7))\nEOF\n(exit 5)";
+        let heredoc = exec_in(&client, &id, script, &dir, false).await;
+        assert_eq!(heredoc, (json!("out-$((6*7))"), json!(5)), "try {try_no}");
+    }
+}
+
+/// Regression: a line editor without bracketed paste reads a multi-line exec line by line, and
+/// ran the `cd` of `exec_dir` (or a script's first line) alone: its prompt ended the exec.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_line_execs_are_one_submission_without_bracketed_paste() {
+    let hub = start();
+    let client = hub.http();
+    let temp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let inputrc = temp.path().join("inputrc");
+    std::fs::write(&inputrc, "set enable-bracketed-paste off\n")
+        .unwrap_or_else(|e| panic!("inputrc: {e}"));
+    let dir = std::fs::canonicalize(temp.path()).unwrap_or_else(|e| panic!("canonicalize: {e}"));
+    let dir = dir.to_string_lossy().into_owned();
+    let env = json!({ "INPUTRC": inputrc });
+    let bash = create(&client, json!({ "cwd": "/tmp", "env": env })).await;
+    std::fs::write(temp.path().join(".zshrc"), "unset zle_bracketed_paste\n")
+        .unwrap_or_else(|e| panic!("zshrc: {e}"));
+    let zsh_env = json!({ "HOME": dir.clone() });
+    let zsh = create(
+        &client,
+        json!({ "shell": "zsh", "cwd": "/tmp", "env": zsh_env }),
+    )
+    .await;
+    for id in [&bash, &zsh] {
+        for try_no in 0..3 {
+            let first = exec_in(
+                &client,
+                id,
+                "echo out-$((6*7)); (exit 3)",
+                &dir,
+                try_no == 1,
+            )
+            .await;
+            assert_eq!(first, (json!("out-42"), json!(3)), "{id}, try {try_no}");
+            let script = "echo a\ncat <<'EOF'\nout-$((6*7))\nEOF\n(exit 6)";
+            let result = exec(&client, id, script).await;
+            assert_eq!(result["output"], "a\nout-$((6*7))", "{id}, try {try_no}");
+            assert_eq!(result["exit_code"], 6, "{id}, try {try_no}");
+        }
+    }
+}
