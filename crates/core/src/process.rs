@@ -125,7 +125,7 @@ struct Member {
 }
 
 /// Every live process of this user (this process excepted) that belongs to the terminal whose
-/// processes carry `PTYHUB_PROCESS_MARK=<mark>`: see [`members_of`]. Empty for an empty mark.
+/// processes carry `PTYHUB_PROCESS_MARK=<mark>`: see `members_of`. Empty for an empty mark.
 pub fn marked_processes(mark: &str) -> Vec<u32> {
     if mark.is_empty() {
         return Vec::new();
