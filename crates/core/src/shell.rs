@@ -79,8 +79,8 @@ impl ShellKind {
     /// an inputrc, zsh without `zle_bracketed_paste`) reads a command of several lines one
     /// line at a time and runs each before it reads the next: the first line's end mark would
     /// end the command, and the rest would run unseen. Such a command is sent as one `{ … }`
-    /// group instead, as `sh` gets it ([`sh_line`]): the shell reads the group to its end
-    /// (continuation lines, no prompt in between) before it runs any of it.
+    /// group instead, as `sh` gets it: the shell reads the group to its end (continuation
+    /// lines, no prompt in between) before it runs any of it.
     pub fn submission(self, command: &str, bracketed_paste: bool, clear_line: bool) -> Vec<u8> {
         let command = command.trim_end_matches(['\n', '\r']);
         let mut out = Vec::with_capacity(command.len() + 16);
