@@ -107,6 +107,15 @@ async fn send_signal_and_export_work_over_the_socket() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("INVALID_INPUT"));
 
+    // The shell reports the interrupted command's end (its `D` mark) on its own time: until
+    // then the terminal is busy, and an exec would be refused with BUSY. Wait as a user would.
+    ptyhub_test_support::wait_until("the interrupted command ended", || async {
+        let status = hub.cli(&["terminal", "status", id, "--json"]);
+        let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap_or_default();
+        info["running_command"].is_null().then_some(())
+    })
+    .await;
+
     // export: the whole history in three formats.
     let ran = hub.cli(&[
         "terminal",
