@@ -227,8 +227,9 @@ pub struct ExecParams {
     /// Keep the first and last 15,000 characters of a longer output (default true).
     #[serde(default)]
     pub truncate: Option<bool>,
-    /// An existing absolute directory to change to first (`cd -- '<dir>'` in front of the
-    /// command); absent: where the shell already is.
+    /// An existing absolute directory to run the command in: the shell gets
+    /// `cd -- '<dir>' && {`, the command and `}` as one submission, so a failing `cd` runs
+    /// nothing; absent: where the shell already is.
     #[serde(default)]
     pub exec_dir: Option<String>,
 }
