@@ -125,7 +125,9 @@ struct Member {
 }
 
 /// Every live process of this user (this process excepted) that belongs to the terminal whose
-/// processes carry `PTYHUB_PROCESS_MARK=<mark>`: see [`members_of`]. Empty for an empty mark.
+/// processes carry `PTYHUB_PROCESS_MARK=<mark>`: the marked ones, every process in the session
+/// of a marked one (not the server's own session, nor sessions 0 and 1), and the descendants
+/// of those. Empty for an empty mark.
 pub fn marked_processes(mark: &str) -> Vec<u32> {
     if mark.is_empty() {
         return Vec::new();
