@@ -60,7 +60,8 @@ where
         let mut seq = handle.seq();
         let mut sent = String::new();
         loop {
-            let Ok(screen) = handle.screen().await else {
+            // The command's text, not the screen: a stream never waits for emulation.
+            let Ok(screen) = handle.command_progress().await else {
                 break;
             };
             let delta = match screen.output.strip_prefix(sent.as_str()) {

@@ -84,6 +84,8 @@ enum Request {
     Wait(Option<u64>, oneshot::Sender<CommandResult>),
     Result(Option<u64>, oneshot::Sender<CommandResult>),
     Screen(oneshot::Sender<ScreenResponse>),
+    /// The current command's status and output so far (no screen).
+    Progress(oneshot::Sender<CommandProgress>),
     Input(Vec<u8>, oneshot::Sender<Result<(), TerminalError>>),
     Resize(u16, u16, oneshot::Sender<Result<(), TerminalError>>),
     Close(oneshot::Sender<Result<TerminalMeta, TerminalError>>),
@@ -128,6 +130,15 @@ impl Foreground {
             process_count: status.process_count,
         })
     }
+}
+
+/// The current (or last) command as a stream of its output sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandProgress {
+    pub session_id: String,
+    pub status: CommandStatus,
+    /// Its clean output so far.
+    pub output: String,
 }
 
 /// Which group a signal reached.
@@ -242,6 +253,12 @@ impl TerminalHandle {
 
     pub async fn screen(&self) -> Result<ScreenResponse, TerminalError> {
         self.ask(Request::Screen).await
+    }
+
+    /// The current command's status and output so far: what a stream of its output needs,
+    /// without the screen (whose emulation may lag behind the output on a busy machine).
+    pub async fn command_progress(&self) -> Result<CommandProgress, TerminalError> {
+        self.ask(Request::Progress).await
     }
 
     pub async fn input(&self, data: Vec<u8>) -> Result<(), TerminalError> {
@@ -425,6 +442,14 @@ impl Actor {
             }
             Request::Screen(reply) => {
                 let _ = reply.send(self.screen_response());
+            }
+            Request::Progress(reply) => {
+                let record = self.tracker.current();
+                let _ = reply.send(CommandProgress {
+                    session_id: self.meta.id.to_string(),
+                    status: record.map_or(CommandStatus::Completed, |c| c.status),
+                    output: record.map(|c| c.output()).unwrap_or_default(),
+                });
             }
             Request::Input(data, reply) => {
                 self.has_typed_input = true;
