@@ -24,12 +24,16 @@ pub const PROCESS_MARK_VAR: &str = "PTYHUB_PROCESS_MARK";
 /// Most rounds of [`stop_then_kill`]: each stops what the previous round's processes forked.
 const STOP_ROUNDS_MAX: usize = 16;
 
-/// One visible process: its pid, parent and process group.
+/// One visible process: its pid, parent, process group, session and owner, and whether it is
+/// a zombie.
 #[derive(Clone, Copy, Debug)]
 struct ProcessEntry {
     pid: u32,
     ppid: u32,
     pgrp: u32,
+    sid: u32,
+    uid: u32,
+    is_zombie: bool,
 }
 
 /// Every process visible in `/proc`, read once.
@@ -41,11 +45,15 @@ fn process_table() -> Vec<ProcessEntry> {
         .flatten()
         .filter_map(|entry| {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let uid = entry.metadata().ok()?.uid();
             let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             Some(ProcessEntry {
                 pid,
                 ppid: stat_field(&stat, 4)?.parse().ok()?,
                 pgrp: stat_field(&stat, 5)?.parse().ok()?,
+                sid: stat_field(&stat, 6)?.parse().ok()?,
+                uid,
+                is_zombie: stat_field(&stat, 3)? == "Z",
             })
         })
         .collect()
@@ -136,28 +144,18 @@ pub fn marked_processes(mark: &str) -> Vec<u32> {
         .ok()
         .and_then(|sid| u32::try_from(sid.as_raw_nonzero().get()).ok());
     let euid = rustix::process::geteuid().as_raw();
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let table: Vec<Member> = entries
-        .flatten()
-        .filter_map(|entry_dir| {
-            let pid: u32 = entry_dir.file_name().to_str()?.parse().ok()?;
-            if pid == me || entry_dir.metadata().ok()?.uid() != euid {
-                return None;
-            }
-            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            if stat_field(&stat, 3)? == "Z" {
-                return None;
-            }
+    let table: Vec<Member> = process_table()
+        .into_iter()
+        .filter(|p| p.pid != me && p.uid == euid && !p.is_zombie)
+        .map(|p| {
             // A process whose environment cannot be read is judged by its session and parent.
-            let environ = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            Some(Member {
-                pid,
-                ppid: stat_field(&stat, 4)?.parse().ok()?,
-                sid: stat_field(&stat, 6)?.parse().ok()?,
+            let environ = fs::read(format!("/proc/{}/environ", p.pid)).unwrap_or_default();
+            Member {
+                pid: p.pid,
+                ppid: p.ppid,
+                sid: p.sid,
                 is_marked: environ_has(&environ, entry.as_bytes()),
-            })
+            }
         })
         .collect();
     let spared: Vec<u32> = own_session.into_iter().chain([me]).collect();
@@ -390,11 +388,6 @@ pub fn terminal_facts(root: u32, leader: u32) -> (Option<Foreground>, usize) {
     let table = process_table();
     let count = descendants_in(&table, root).len();
     (foreground_in(&table, leader), count)
-}
-
-/// Reads the foreground state of the terminal whose session leader (the shell) is `leader`.
-pub fn foreground(leader: u32) -> Option<Foreground> {
-    foreground_in(&process_table(), leader)
 }
 
 fn foreground_in(table: &[ProcessEntry], leader: u32) -> Option<Foreground> {

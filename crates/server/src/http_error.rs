@@ -15,18 +15,13 @@ use ptyhub_protocol::error::{ApiError, ErrorCode};
 use crate::wire_error::{Surface, WireError};
 use serde::de::DeserializeOwned;
 
-/// An error with the HTTP status it is answered with ([`crate::wire_error`] decides both).
-pub struct HttpError {
-    status: StatusCode,
-    error: ApiError,
-}
+/// An error as a REST route answers it: the [`WireError`] that [`crate::wire_error`] made
+/// of it (status and body), or a body that could not be read.
+pub struct HttpError(WireError);
 
 impl From<WireError> for HttpError {
     fn from(wire: WireError) -> Self {
-        Self {
-            status: wire.status,
-            error: wire.error,
-        }
+        Self(wire)
     }
 }
 
@@ -44,10 +39,11 @@ impl From<TerminalError> for HttpError {
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
-            tracing::warn!(code = %self.error.code, message = %self.error.message, "request failed");
+        let Self(wire) = self;
+        if wire.status.is_server_error() {
+            tracing::warn!(code = %wire.error.code, message = %wire.error.message, "request failed");
         }
-        (self.status, axum::Json(self.error.to_body())).into_response()
+        (wire.status, axum::Json(wire.body())).into_response()
     }
 }
 
@@ -68,14 +64,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                 } else {
                     format!("cannot read the request body: {}", rejection.body_text())
                 };
-                HttpError {
+                HttpError(WireError {
                     status: if status.is_client_error() {
                         status
                     } else {
                         StatusCode::BAD_REQUEST
                     },
                     error: ApiError::new(ErrorCode::InvalidInput, message),
-                }
+                })
             })?;
         let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
             b"{}"
@@ -111,8 +107,8 @@ fn query_rejection(rejection: &QueryRejection) -> HttpError {
 
 /// A fallback for unknown routes.
 pub async fn no_route() -> HttpError {
-    HttpError {
+    HttpError(WireError {
         status: StatusCode::NOT_FOUND,
         error: ApiError::new(ErrorCode::InvalidInput, "no such route"),
-    }
+    })
 }
