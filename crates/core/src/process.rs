@@ -140,11 +140,13 @@ pub fn marked_processes(mark: &str) -> Vec<u32> {
     }
     let entry = format!("{PROCESS_MARK_VAR}={mark}");
     let me = std::process::id();
-    let own_session = rustix::process::getsid(None)
-        .ok()
-        .and_then(|sid| u32::try_from(sid.as_raw_nonzero().get()).ok());
     let euid = rustix::process::geteuid().as_raw();
-    let table: Vec<Member> = process_table()
+    let processes = process_table();
+    // Our own session, read from the table rather than asked of `getsid`: where the session's
+    // leader lives outside our pid namespace (a container) the kernel answers 0, which
+    // `members_of` never takes whole anyway.
+    let own_session = processes.iter().find(|p| p.pid == me).map(|p| p.sid);
+    let table: Vec<Member> = processes
         .into_iter()
         .filter(|p| p.pid != me && p.uid == euid && !p.is_zombie)
         .map(|p| {
