@@ -7,7 +7,7 @@
 #![allow(clippy::panic, reason = "tests fail by panicking")]
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ptyhub_protocol::api::BackendKind;
 use ptyhub_protocol::error::ErrorCode;
@@ -17,8 +17,16 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+/// This package's directory, asked of cargo when the test runs: a test binary reused from a
+/// build in another checkout (one `CARGO_TARGET_DIR` shared by several) would otherwise read
+/// that checkout's files.
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 fn fixtures(side: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/live/{side}"))
+    manifest_dir().join(format!("tests/fixtures/live/{side}"))
 }
 
 /// One sample per fixture file: `<type>.json` is the usual shape, `<type>.<case>.json` another
@@ -265,8 +273,8 @@ fn client_frames_of_another_shape_are_refused() {
 #[test]
 fn the_web_page_sends_and_handles_the_fixture_shapes() {
     let node = std::env::var("PTYHUB_NODE").unwrap_or_else(|_| "node".to_owned());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/web/live_frames.test.mjs");
-    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("../server/assets/terminal.js");
+    let script = manifest_dir().join("tests/web/live_frames.test.mjs");
+    let page = manifest_dir().join("../server/assets/terminal.js");
     let output = match std::process::Command::new(&node)
         .arg("--test")
         .arg(&script)

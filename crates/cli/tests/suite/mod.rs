@@ -104,7 +104,7 @@ pub async fn run_script(
     env: &[(&str, String)],
     install_hint: &str,
 ) {
-    let path = std::path::PathBuf::from(format!("{}/tests/{script}", env!("CARGO_MANIFEST_DIR")));
+    let path = manifest_dir().join("tests").join(script);
     let output = tokio::process::Command::new(interpreter)
         .arg(&path)
         .current_dir(path.parent().unwrap_or(&path))
@@ -118,4 +118,14 @@ pub async fn run_script(
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// This package's directory, asked of cargo when the test runs: a test binary reused from a
+/// build in another checkout (one `CARGO_TARGET_DIR` shared by several) would otherwise read
+/// that checkout's files.
+pub fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+        std::path::PathBuf::from,
+    )
 }

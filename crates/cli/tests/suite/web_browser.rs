@@ -23,7 +23,10 @@ async fn the_web_terminal_types_watches_and_resumes_in_chromium() {
         }
         return;
     }
-    let web = format!("{}/tests/web", env!("CARGO_MANIFEST_DIR"));
+    let web = super::manifest_dir()
+        .join("tests/web")
+        .display()
+        .to_string();
     assert!(
         Path::new(&web)
             .join("node_modules/playwright-core")

@@ -81,10 +81,16 @@ struct Replay {
     submitted: BTreeMap<usize, CommandResult>,
 }
 
+/// This package's directory, asked of cargo when the test runs: a test binary reused from a
+/// build in another checkout (one `CARGO_TARGET_DIR` shared by several) would otherwise read
+/// that checkout's files.
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 fn ref_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("ref")
+    manifest_dir().join("tests").join("ref")
 }
 
 fn read(path: &Path) -> String {
