@@ -14,7 +14,10 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
+use ptyhub_protocol::api::WaitsOn;
 use rustix::process::Signal;
+
+mod blocked;
 
 /// The environment variable every process of a terminal inherits, with a value unique to the
 /// terminal's instance (`process_mark` in its `meta.json`): what finds the terminal's
@@ -364,24 +367,23 @@ pub fn kill_group(pgid: u32, signal: Signal) -> std::io::Result<()> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Foreground {
     pub pgid: u32,
-    /// The group leader's program name.
+    /// The program that reads the terminal when one of the group does (`less` under
+    /// `git log`), else the group leader's program name.
     pub program: Option<String>,
-    /// A process of the group is blocked reading the terminal (or waiting on it with
-    /// poll/select, as line editors and REPLs do).
+    /// A process of the group is blocked reading the terminal: through fd 0 or another
+    /// descriptor open on it (`/dev/tty`), in `read` or waiting on it with poll/select/epoll.
     pub is_reading: bool,
+    /// The reading process's program name, when one reads.
+    pub reader: Option<String>,
+    /// What the group waits on when it is blocked (the terminal when it reads it).
+    pub waits_on: Option<WaitsOn>,
     /// The terminal is in canonical (line) mode.
     pub is_canonical: bool,
     /// The terminal echoes what is typed.
     pub is_echo: bool,
+    /// Bytes typed that no program has read yet.
+    pub input_queued: Option<u32>,
 }
-
-/// `(read, poll-family)` system call numbers of this architecture.
-#[cfg(target_arch = "x86_64")]
-const READ_SYSCALLS: (&[u64], &[u64]) = (&[0, 17, 19], &[7, 23, 232, 270, 271, 281, 441]);
-#[cfg(target_arch = "aarch64")]
-const READ_SYSCALLS: (&[u64], &[u64]) = (&[63, 65, 67], &[22, 72, 73, 441]);
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-const READ_SYSCALLS: (&[u64], &[u64]) = (&[], &[]);
 
 /// The facts of a terminal from one read of `/proc`: the foreground state of the terminal
 /// whose session leader (the shell) is `leader`, and how many processes run under `root`
@@ -402,53 +404,64 @@ fn foreground_in(table: &[ProcessEntry], leader: u32) -> Option<Foreground> {
         .filter(|entry| entry.pgrp == pgid)
         .map(|entry| entry.pid)
         .collect();
-    let is_reading = members.iter().any(|&pid| is_reading_tty(pid, &tty));
-    let (is_canonical, is_echo) = line_modes(&tty);
+    let mut reader = None;
+    let mut waits_on = None;
+    for &pid in &members {
+        match blocked::waits_on(pid, &tty) {
+            Some(WaitsOn::Terminal) => {
+                reader = Some(pid);
+                waits_on = Some(WaitsOn::Terminal);
+                break;
+            }
+            // The leader's wait speaks for the group unless another member reads.
+            Some(other) if waits_on.is_none() || pid == pgid => waits_on = Some(other),
+            _ => {}
+        }
+    }
+    let line = line_state(&tty);
+    let leader_program = comm(pgid).or_else(|| members.first().and_then(|&p| comm(p)));
+    let reader_program = reader.and_then(comm);
     Some(Foreground {
         pgid,
-        program: comm(pgid).or_else(|| members.first().and_then(|&p| comm(p))),
-        is_reading,
-        is_canonical,
-        is_echo,
+        program: reader_program.clone().or(leader_program),
+        is_reading: reader.is_some(),
+        reader: reader_program,
+        waits_on,
+        is_canonical: line.is_canonical,
+        is_echo: line.is_echo,
+        input_queued: line.input_queued,
     })
 }
 
-/// Whether `pid` is blocked in a read of fd 0 (or a poll/select including it) while its fd 0
-/// is the terminal `tty`.
-fn is_reading_tty(pid: u32, tty: &std::path::Path) -> bool {
-    let is_on_tty = fs::read_link(format!("/proc/{pid}/fd/0")).is_ok_and(|p| p == tty);
-    if !is_on_tty {
-        return false;
-    }
-    let Ok(syscall) = fs::read_to_string(format!("/proc/{pid}/syscall")) else {
-        return false;
-    };
-    let mut fields = syscall.split_whitespace();
-    let number = fields.next().and_then(|n| n.parse::<u64>().ok());
-    let arg0 = fields
-        .next()
-        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
-    let (reads, polls) = READ_SYSCALLS;
-    match number {
-        Some(n) if reads.contains(&n) => arg0 == Some(0),
-        Some(n) if polls.contains(&n) => true,
-        _ => false,
-    }
+/// The terminal's line discipline as one open of it sees it.
+#[derive(Default)]
+struct LineState {
+    is_canonical: bool,
+    is_echo: bool,
+    input_queued: Option<u32>,
 }
 
-/// Whether the terminal is in canonical mode and echoes (`(false, false)` when it cannot be
-/// read). ICANON without ECHO is what `read -s`, `sudo` and `ssh` password prompts set.
-fn line_modes(tty: &std::path::Path) -> (bool, bool) {
+/// Whether the terminal is in canonical mode and echoes (false when it cannot be read), and
+/// how many typed bytes wait to be read. ICANON without ECHO is what `read -s`, `sudo`,
+/// `getpass` and `ssh` password prompts set.
+fn line_state(tty: &std::path::Path) -> LineState {
     use rustix::fs::{Mode, OFlags};
     use rustix::termios::LocalModes;
     let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let Ok(fd) = rustix::fs::open(tty, flags, Mode::empty()) else {
-        return (false, false);
+        return LineState::default();
     };
-    rustix::termios::tcgetattr(&fd).map_or((false, false), |t| {
+    let (is_canonical, is_echo) = rustix::termios::tcgetattr(&fd).map_or((false, false), |t| {
         (
             t.local_modes.contains(LocalModes::ICANON),
             t.local_modes.contains(LocalModes::ECHO),
         )
-    })
+    });
+    LineState {
+        is_canonical,
+        is_echo,
+        input_queued: rustix::io::ioctl_fionread(&fd)
+            .ok()
+            .and_then(|n| u32::try_from(n).ok()),
+    }
 }

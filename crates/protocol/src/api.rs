@@ -394,6 +394,26 @@ pub enum WaitReason {
     SessionExit,
 }
 
+/// What a blocked process of the foreground group waits on, as `/proc` tells it
+/// (docs/compatibility.md#wait-reasons).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitsOn {
+    /// The terminal itself (fd 0 or another descriptor open on it, such as `/dev/tty`):
+    /// the program waits for input.
+    Terminal,
+    /// A network or unix socket (a hung download, a server that does not answer).
+    Socket,
+    /// A pipe (the other end of a pipeline, a subprocess's output).
+    Pipe,
+    /// A timer: `sleep`, a timeout with nothing else to wait for.
+    Timer,
+    /// A child process (the shell waits for the command it runs).
+    Child,
+    /// A regular file or another device.
+    File,
+}
+
 /// The answer of `send`.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SendResponse {
@@ -409,9 +429,24 @@ pub struct SendResponse {
     pub output: String,
     /// Output was dropped from the front of `output` (it keeps the newest text).
     pub truncated: bool,
-    /// The foreground process group's program name (the shell at its prompt); null when the
+    /// An `observe` cursor just after the output this answer covers.
+    pub cursor: String,
+    /// The foreground program: the one reading the terminal when one does (`less` under
+    /// `git log`), else the foreground group's leader (the shell at its prompt); null when the
     /// program exited or the backend cannot tell.
     pub foreground_program: Option<String>,
+    /// What the foreground program waits on when it is blocked (`terminal` with
+    /// `stdin_read`; a `socket` for a hung download); null while it runs or when unknown.
+    pub waits_on: Option<WaitsOn>,
+    /// Typed bytes no program has read yet (0 once the input was consumed); null when the
+    /// backend cannot tell.
+    pub input_queued: Option<u32>,
+    /// The command (its id in the terminal's command list) that ended during this send,
+    /// with `command_exit_code`; null when none did.
+    pub command_id: Option<u64>,
+    /// The exit code of the command that ended during this send (the shell is back at its
+    /// prompt); null when none ended or its code is unknown.
+    pub command_exit_code: Option<i32>,
     /// The program's lifecycle state when the send returned.
     pub state: TerminalState,
     /// The program's exit code once it has exited normally; null otherwise.

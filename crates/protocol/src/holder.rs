@@ -144,6 +144,18 @@ pub struct HolderStatus {
     /// holder); null from a holder that does not count them.
     #[serde(default)]
     pub process_count: Option<u32>,
+    /// The process of the foreground group that reads the terminal (it may not be the group's
+    /// leader: `less` under `git log`); null when none does.
+    #[serde(default)]
+    pub reader_program: Option<String>,
+    /// What the foreground group waits on when it is blocked (the terminal when it reads it);
+    /// null while it runs or when the kernel does not tell.
+    #[serde(default)]
+    pub waits_on: Option<crate::api::WaitsOn>,
+    /// Bytes typed into the terminal that no program has read yet (complete lines in
+    /// canonical mode, every byte in raw mode); null when it cannot be read.
+    #[serde(default)]
+    pub input_queued: Option<u32>,
 }
 
 /// One line from a holder: an event of the log, or a control message.

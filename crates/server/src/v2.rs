@@ -287,6 +287,7 @@ async fn send(
         text,
         deadline,
         idle_window,
+        caller: principal.owner.clone(),
     };
     ok(
         "Sent",
@@ -357,7 +358,8 @@ async fn observe(
     let handle = state.registry.get(&principal.owner, &id).await?;
     ok(
         "Observed",
-        ptyhub_core::terminal::observe::observe(&handle, query.cursor.as_deref()).await?,
+        ptyhub_core::terminal::observe::observe(&handle, query.cursor.as_deref(), &principal.owner)
+            .await?,
     )
 }
 

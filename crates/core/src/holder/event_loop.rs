@@ -581,6 +581,9 @@ impl Holder {
             is_canonical: foreground.as_ref().is_some_and(|f| f.is_canonical),
             is_echo: foreground.as_ref().is_some_and(|f| f.is_echo),
             process_count: u32::try_from(process_count).ok(),
+            reader_program: foreground.as_ref().and_then(|f| f.reader.clone()),
+            waits_on: foreground.as_ref().and_then(|f| f.waits_on),
+            input_queued: foreground.as_ref().and_then(|f| f.input_queued),
         }
     }
 

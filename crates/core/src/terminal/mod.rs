@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use crate::error::TerminalError;
 use ptyhub_protocol::api::{
-    CommandResult, CommandStatus, ScreenResponse, TerminalInfo, TerminalState,
+    CommandResult, CommandStatus, ScreenResponse, TerminalInfo, TerminalState, WaitsOn,
 };
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::holder::{HolderLine, HolderRequest, HolderStatus};
@@ -51,7 +51,7 @@ use crate::queries::QueryScanner;
 use crate::screen_worker::SharedScreen;
 use crate::shell::ShellKind;
 use crate::state_dir::{self, TerminalMeta};
-use crate::tracker::CommandTracker;
+use crate::tracker::{CommandTracker, ShellPhase};
 use commands::{CommandTimers, PendingExec};
 
 /// Requests queued per terminal; senders wait when it is full.
@@ -99,6 +99,31 @@ enum Request {
     Foreground(oneshot::Sender<Option<Foreground>>),
     /// A signal (its number) for the foreground process group.
     Signal(i32, oneshot::Sender<Result<Signaled, TerminalError>>),
+    /// Whether input can be typed now, and the last command.
+    Shell(oneshot::Sender<ShellState>),
+}
+
+/// Where the shell is, as its integration marks tell: what `send` needs to know before it
+/// types and after the program settled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShellState {
+    /// Input typed now reaches its reader as typed: the shell is at its line editor (a new
+    /// shell's first prompt has appeared and, for a shell whose editor uses bracketed paste,
+    /// the editor has turned it on), or a program runs in the foreground, or the terminal
+    /// has exited (nothing will become ready).
+    pub is_ready: bool,
+    /// The shell is at its prompt (no command runs).
+    pub is_at_prompt: bool,
+    /// The running or last command, by id.
+    pub last_command: Option<CommandBrief>,
+}
+
+/// A command's id and how it ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommandBrief {
+    pub id: u64,
+    pub status: CommandStatus,
+    pub exit_code: Option<i32>,
 }
 
 /// What the terminal's foreground process group is doing, as its backend reports it.
@@ -115,6 +140,10 @@ pub struct Foreground {
     pub is_shell: bool,
     /// Processes of the terminal (the program and everything it started), when known.
     pub process_count: Option<u32>,
+    /// What the group waits on when it is blocked (the terminal when it reads it).
+    pub waits_on: Option<WaitsOn>,
+    /// Typed bytes no program has read yet, when known.
+    pub input_queued: Option<u32>,
 }
 
 impl Foreground {
@@ -128,6 +157,8 @@ impl Foreground {
             is_password: status.is_canonical && !status.is_echo,
             is_shell: status.child_pid == Some(pgid),
             process_count: status.process_count,
+            waits_on: status.waits_on,
+            input_queued: status.input_queued,
         })
     }
 }
@@ -183,6 +214,47 @@ pub struct TerminalHandle {
     send_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// Where live connections meet the actor's events.
     live: std::sync::Arc<live::Hub>,
+    /// How far each caller has read the output through `send` and `observe`.
+    read_marks: std::sync::Arc<std::sync::Mutex<ReadMarks>>,
+}
+
+/// Callers whose read mark is kept, per terminal (the least recently seen is forgotten).
+const READ_MARKS_MAX: usize = 64;
+
+/// How far each caller has been given the terminal's output and its commands, so that
+/// nothing printed or ended between two of its answers is invisible to it.
+#[derive(Debug, Default)]
+struct ReadMarks {
+    /// By caller, the most recently seen last.
+    marks: Vec<(String, ReadMark)>,
+}
+
+/// What one caller has been given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadMark {
+    /// The output up to this `seq`.
+    pub seq: Seq,
+    /// The running or last command as its last `send` answer saw it.
+    pub command: Option<CommandBrief>,
+}
+
+impl ReadMarks {
+    fn get(&self, caller: &str) -> Option<ReadMark> {
+        self.marks
+            .iter()
+            .find(|(c, _)| c == caller)
+            .map(|(_, mark)| *mark)
+    }
+
+    fn update(&mut self, caller: &str, change: impl FnOnce(&mut ReadMark)) {
+        let index = self.marks.iter().position(|(c, _)| c == caller);
+        let mut mark = index.map(|i| self.marks.remove(i).1).unwrap_or_default();
+        change(&mut mark);
+        if self.marks.len() >= READ_MARKS_MAX {
+            self.marks.remove(0);
+        }
+        self.marks.push((caller.to_owned(), mark));
+    }
 }
 
 impl TerminalHandle {
@@ -199,6 +271,7 @@ impl TerminalHandle {
             seq,
             send_lock: std::sync::Arc::default(),
             live,
+            read_marks: std::sync::Arc::default(),
         }
     }
 
@@ -309,6 +382,31 @@ impl TerminalHandle {
     /// Interrupts the running command (^C, then a kill if it ignores it); returns its id.
     pub async fn cancel(&self, id: Option<u64>) -> Result<u64, TerminalError> {
         self.ask(|reply| Request::Cancel(id, reply)).await?
+    }
+
+    /// Whether input can be typed now, and the running or last command.
+    pub async fn shell_state(&self) -> Result<ShellState, TerminalError> {
+        self.ask(Request::Shell).await
+    }
+
+    /// How far `caller` has been given this terminal's output and commands.
+    pub fn read_mark(&self, caller: &str) -> Option<ReadMark> {
+        self.read_marks
+            .lock()
+            .map_or(None, |marks| marks.get(caller))
+    }
+
+    /// Records that `caller` has been given the output up to `seq` (and, with `Some`, the
+    /// command as it was then).
+    pub fn set_read_mark(&self, caller: &str, seq: Seq, command: Option<Option<CommandBrief>>) {
+        if let Ok(mut marks) = self.read_marks.lock() {
+            marks.update(caller, |mark| {
+                mark.seq = seq;
+                if let Some(command) = command {
+                    mark.command = command;
+                }
+            });
+        }
     }
 
     /// The last applied `seq`; changes wake watchers.
@@ -496,6 +594,9 @@ impl Actor {
                 }
             }
             Request::Close(reply) => self.close(reply).await,
+            Request::Shell(reply) => {
+                let _ = reply.send(self.shell_state());
+            }
             Request::Job(id, reply) => {
                 let _ = reply.send(self.job_view(id));
             }
@@ -545,6 +646,31 @@ impl Actor {
             state: self.meta.state,
             title: self.tracker.title().map(str::to_owned),
             seq: self.last_seq,
+        }
+    }
+
+    fn shell_state(&self) -> ShellState {
+        let phase = self.tracker.phase();
+        let is_editor_ready = match self.kind {
+            ShellKind::Sh => true,
+            // These announce bracketed paste at startup and turn it on at every prompt.
+            ShellKind::Bash | ShellKind::Zsh => self.tracker.is_bracketed_paste(),
+        };
+        let is_shell_ready = match phase {
+            ShellPhase::Starting => false,
+            ShellPhase::Idle => is_editor_ready,
+            ShellPhase::Submitted | ShellPhase::Running | ShellPhase::Exited => true,
+        };
+        ShellState {
+            is_ready: self.is_exited
+                || self.link.is_none()
+                || (is_shell_ready && self.is_caught_up()),
+            is_at_prompt: phase == ShellPhase::Idle,
+            last_command: self.tracker.current().map(|c| CommandBrief {
+                id: c.id,
+                status: c.status,
+                exit_code: c.exit_code,
+            }),
         }
     }
 

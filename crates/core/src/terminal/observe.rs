@@ -61,13 +61,17 @@ pub async fn snapshot(handle: &TerminalHandle) -> Result<(Snapshot, String, Seq)
     Ok((snapshot, screen.session_id, screen.seq))
 }
 
+/// A snapshot without a cursor, the output after it with one. What it returns counts as given
+/// to `caller` (a later `send` of the caller starts after it).
 pub async fn observe(
     handle: &TerminalHandle,
     cursor: Option<&str>,
+    caller: &str,
 ) -> Result<ObserveResponse, TerminalError> {
     let probe = handle.probe().await?;
     let Some(cursor) = cursor else {
         let (snapshot, session_id, seq) = snapshot(handle).await?;
+        handle.set_read_mark(caller, seq, None);
         return Ok(ObserveResponse::Snapshot {
             cursor: encode_cursor(&session_id, seq),
             session_id,
@@ -124,6 +128,7 @@ pub async fn observe(
     } else {
         text
     };
+    handle.set_read_mark(caller, last, None);
     Ok(ObserveResponse::Delta {
         cursor: encode_cursor(&probe.id, last),
         session_id: probe.id,

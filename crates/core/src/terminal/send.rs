@@ -3,23 +3,29 @@
 //! tell:
 //! 1. `session_exit` — the terminal's program ended;
 //! 2. `stdin_read` — once output has settled, a process of the foreground group is blocked
-//!    reading the terminal (the shell at its prompt, a REPL, `read`, a `[Y/n]` question; a
-//!    password prompt when echo is off);
-//! 3. `inferred_idle` — output was quiet for the idle window and nothing reads;
+//!    reading the terminal itself (fd 0 or `/dev/tty`: the shell at its prompt, a REPL,
+//!    `read`, a `[Y/n]` question, a pager; a password prompt when echo is off), and what the
+//!    send typed has left the terminal's input queue;
+//! 3. `inferred_idle` — output was quiet for the idle window and nothing reads the terminal
+//!    (the answer says what the program waits on when the kernel tells: a socket, a pipe…);
 //! 4. `timeout` — the deadline passed (the program goes on).
 //!
-//! The answer carries what was printed since the send began.
+//! Nothing is typed before the shell can take it: a new shell's first prompt and its line
+//! editor are waited for, as exec waits for them. The answer carries everything printed since
+//! the caller's previous `send` or `observe` answer on this terminal (since the send began for
+//! a first call), its newest characters when that is long, and a cursor after it.
 
 use std::time::Duration;
 
 use crate::error::TerminalError;
-use ptyhub_protocol::api::{SendResponse, WaitReason};
+use ptyhub_protocol::api::{SendResponse, WaitReason, WaitsOn};
 use ptyhub_protocol::event::{EventKind, Seq};
 use tokio::time::Instant;
 
-use super::TerminalHandle;
+use super::{CommandBrief, TerminalHandle};
 use crate::backend::TerminalLog;
 use crate::plain_text::PlainText;
+use crate::terminal::observe::encode_cursor;
 
 /// How often the terminal's state is looked at while waiting.
 const POLL_EVERY: Duration = Duration::from_millis(25);
@@ -27,6 +33,11 @@ const POLL_EVERY: Duration = Duration::from_millis(25);
 const SETTLE: Duration = Duration::from_millis(60);
 /// Most characters of output returned (the newest are kept).
 pub const SEND_OUTPUT_MAX_CHARS: usize = 16_000;
+/// How long a send waits for a new shell's first prompt before it types anyway.
+const READY_WAIT: Duration = Duration::from_secs(20);
+/// How long a shell at its prompt may take to open its line editor (bracketed paste on)
+/// before the send types anyway (an editor configured without bracketed paste).
+const EDITOR_WAIT: Duration = Duration::from_secs(2);
 
 /// What to send and how long to wait.
 #[derive(Clone, Debug)]
@@ -34,6 +45,8 @@ pub struct SendRequest {
     pub text: Vec<u8>,
     pub deadline: Duration,
     pub idle_window: Duration,
+    /// Who sends (the owner acting), so the answer can hold all it has not been given yet.
+    pub caller: String,
 }
 
 pub async fn send(
@@ -45,14 +58,26 @@ pub async fn send(
     if probe.is_exited {
         return Err(TerminalError::NotRunning { id: probe.id });
     }
-    let mut seq = handle.seq();
-    let start_seq = *seq.borrow_and_update();
     let started = Instant::now();
+    let deadline = started + request.deadline;
+    let mut seq = handle.seq();
+    let now_command = wait_until_ready(handle, &mut seq, deadline).await?;
+    let start_seq = *seq.borrow_and_update();
+    let mark = handle
+        .read_mark(&request.caller)
+        .filter(|mark| mark.seq <= start_seq);
+    let output_from = mark.map_or(start_seq, |m| m.seq);
+    // A command that ended since the caller's last answer is news to it.
+    let before = match mark {
+        Some(mark) if mark.command.is_some() => mark.command,
+        _ => now_command,
+    };
     if !request.text.is_empty() {
         handle.input(request.text).await?;
     }
-    let deadline = started + request.deadline;
-    let mut last_output = Instant::now();
+    let typed_at = Instant::now();
+    let mut last_output = typed_at;
+    let mut facts = None;
     let reason = loop {
         if seq.has_changed().unwrap_or(false) {
             seq.borrow_and_update();
@@ -65,13 +90,17 @@ pub async fn send(
         let now = Instant::now();
         let quiet = now - last_output;
         // The process facts only matter once output is quiet: while it flows, nobody waits.
-        let is_reading = if quiet >= SETTLE.min(request.idle_window) {
-            let foreground = handle.foreground().await?;
-            foreground.as_ref().is_some_and(|f| f.is_reading)
+        let (is_reading, is_consumed) = if quiet >= SETTLE.min(request.idle_window) {
+            facts = handle.foreground().await?;
+            let reading = facts.as_ref().is_some_and(|f| f.is_reading);
+            let consumed = facts
+                .as_ref()
+                .is_none_or(|f| f.input_queued.is_none_or(|queued| queued == 0));
+            (reading, consumed)
         } else {
-            false
+            (false, false)
         };
-        if quiet >= SETTLE && now - started >= SETTLE && is_reading {
+        if quiet >= SETTLE && now - typed_at >= SETTLE && is_reading && is_consumed {
             break WaitReason::StdinRead;
         }
         if quiet >= request.idle_window && !is_reading {
@@ -88,28 +117,82 @@ pub async fn send(
     let probe = handle.probe().await?;
     let foreground = if probe.is_exited {
         None
+    } else if facts.is_some() && reason != WaitReason::Timeout {
+        facts
     } else {
         handle.foreground().await?
     };
-    let (output, truncated) = output_since(&probe.log, start_seq);
+    let after = if probe.is_exited {
+        None
+    } else {
+        handle.shell_state().await?.last_command
+    };
+    let ended = after.filter(|a| !a.status.is_running() && is_new(before, *a));
+    let (output, truncated, last_seq) = output_since(&probe.log, output_from);
+    handle.set_read_mark(&request.caller, last_seq, Some(after));
     Ok(SendResponse {
+        cursor: encode_cursor(&probe.id, last_seq),
         session_id: probe.id,
         wait_reason: reason,
         is_password_prompt: reason == WaitReason::StdinRead
             && foreground.as_ref().is_some_and(|f| f.is_password),
         output,
         truncated,
+        waits_on: foreground
+            .as_ref()
+            .and_then(|f| f.waits_on)
+            .filter(|w| reason != WaitReason::StdinRead || *w == WaitsOn::Terminal),
+        input_queued: foreground.as_ref().and_then(|f| f.input_queued),
         foreground_program: foreground.and_then(|f| f.program),
+        command_id: ended.map(|c| c.id),
+        command_exit_code: ended.and_then(|c| c.exit_code),
         state: probe.state,
         exit_code: probe.exit_code,
         signal: probe.signal,
     })
 }
 
-/// The clean text of the output after `after`, and whether its front was dropped.
-fn output_since(log: &TerminalLog, after: Seq) -> (String, bool) {
+/// Whether `after` is a command that ended since `before` was looked at.
+fn is_new(before: Option<CommandBrief>, after: CommandBrief) -> bool {
+    before.is_none_or(|b| b.id != after.id || b.status.is_running())
+}
+
+/// Waits (at most until `deadline`) until input typed now reaches its reader as typed;
+/// returns the running or last command as it was then.
+async fn wait_until_ready(
+    handle: &TerminalHandle,
+    seq: &mut tokio::sync::watch::Receiver<Seq>,
+    deadline: Instant,
+) -> Result<Option<CommandBrief>, TerminalError> {
+    let started = Instant::now();
+    let limit = deadline.min(started + READY_WAIT);
+    let mut at_prompt_since = None;
+    loop {
+        let state = handle.shell_state().await?;
+        let now = Instant::now();
+        if state.is_at_prompt {
+            at_prompt_since.get_or_insert(now);
+        } else {
+            at_prompt_since = None;
+        }
+        let editor_late = at_prompt_since.is_some_and(|since| now - since >= EDITOR_WAIT);
+        if state.is_ready || editor_late || now >= limit {
+            return Ok(state.last_command);
+        }
+        tokio::select! {
+            _ = seq.changed() => {}
+            () = tokio::time::sleep(POLL_EVERY.min(limit.saturating_duration_since(now))) => {}
+        }
+    }
+}
+
+/// The clean text of the output after `after` (its newest characters when long), whether
+/// its front was dropped, and the `seq` of the last event read.
+fn output_since(log: &TerminalLog, after: Seq) -> (String, bool, Seq) {
     let mut text = PlainText::new();
+    let mut last = after;
     let _ = log.read_events(after, |event| {
+        last = last.max(event.seq);
         if let EventKind::Output { data } = event.kind {
             text.feed(&data);
         }
@@ -117,10 +200,11 @@ fn output_since(log: &TerminalLog, after: Seq) -> (String, bool) {
     let text = text.text();
     let count = text.chars().count();
     if count <= SEND_OUTPUT_MAX_CHARS {
-        return (text, false);
+        return (text, false, last);
     }
     (
         text.chars().skip(count - SEND_OUTPUT_MAX_CHARS).collect(),
         true,
+        last,
     )
 }

@@ -1,0 +1,174 @@
+//! `send` answers only what is true: nothing typed before the shell can take it, a program
+//! waiting on a socket is not waiting for input, `/dev/tty` readers are seen (and named),
+//! output printed between two sends is returned, and the exit code of the command that just
+//! ended is in the answer.
+
+use serde_json::{Value, json};
+
+use super::{create, post, start};
+use ptyhub_test_support::data;
+
+async fn send(client: &ptyhub_client::Client, id: &str, body: Value) -> Value {
+    let answer = post(client, &format!("/v2/pty/sessions/{id}/send"), body).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    data(&answer).clone()
+}
+
+fn output(answer: &Value) -> &str {
+    answer["output"].as_str().unwrap_or_default()
+}
+
+/// A fresh terminal (even one whose rc file takes a second) is typed into only once its line
+/// editor reads: the question is in the answer and the command was echoed once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_send_waits_for_the_shell_and_sees_the_question() {
+    let hub = start();
+    let client = hub.http();
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    std::fs::write(home.path().join(".bashrc"), "sleep 1\n")
+        .unwrap_or_else(|e| panic!("bashrc: {e}"));
+    let slow_home = home.path().to_string_lossy().into_owned();
+    for try_no in 0..6 {
+        let body = if try_no % 2 == 0 {
+            json!({ "cwd": "/tmp" })
+        } else {
+            json!({ "cwd": "/tmp", "env": { "HOME": slow_home.clone() } })
+        };
+        let id = create(&client, body).await;
+        let asked = send(
+            &client,
+            &id,
+            json!({ "text": "read -p 'Name: ' nm; echo hello-$nm", "submit": true }),
+        )
+        .await;
+        assert_eq!(asked["wait_reason"], "stdin_read", "try {try_no}: {asked}");
+        assert!(output(&asked).contains("Name: "), "try {try_no}: {asked}");
+        assert_eq!(
+            output(&asked).matches("read -p").count(),
+            1,
+            "echoed once, try {try_no}: {asked}"
+        );
+        let answered = send(&client, &id, json!({ "text": "ada", "submit": true })).await;
+        assert!(output(&answered).contains("hello-ada"), "{answered}");
+        assert_eq!(answered["command_exit_code"], 0, "{answered}");
+    }
+}
+
+/// A program blocked on a socket (in `recv`, and in `select`/`poll` on it) does not wait for
+/// input: the answer is `inferred_idle` and says it waits on a socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_hung_on_a_socket_is_not_reading_the_terminal() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let connect = "import socket, select; a = socket.socket(); a.bind(('127.0.0.1', 0)); \
+                   a.listen(); b = socket.create_connection(a.getsockname()); ";
+    for wait in [
+        "b.recv(1)",
+        "select.select([b], [], [])",
+        "p = select.poll(); p.register(b, select.POLLIN); p.poll()",
+    ] {
+        let command = format!("python3 -c \"{connect}{wait}\"");
+        let hung = send(
+            &client,
+            &id,
+            json!({ "text": command, "submit": true, "idle_window": 1, "deadline": 20 }),
+        )
+        .await;
+        assert_eq!(hung["wait_reason"], "inferred_idle", "{wait}: {hung}");
+        assert_eq!(hung["waits_on"], "socket", "{wait}: {hung}");
+        assert_eq!(hung["foreground_program"], "python3", "{wait}: {hung}");
+        let back = send(&client, &id, json!({ "text": "\u{3}" })).await;
+        assert_eq!(back["wait_reason"], "stdin_read", "{back}");
+        assert_eq!(back["foreground_program"], "bash", "{back}");
+    }
+}
+
+/// Programs that read `/dev/tty` rather than fd 0 are seen reading and named: a pager at the
+/// end of a pipeline, and a passphrase prompt (a password prompt).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_of_dev_tty_wait_for_input_and_are_named() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let pager = send(
+        &client,
+        &id,
+        json!({ "text": "seq 1 500 | less", "submit": true, "deadline": 20 }),
+    )
+    .await;
+    assert_eq!(pager["wait_reason"], "stdin_read", "{pager}");
+    assert_eq!(pager["foreground_program"], "less", "{pager}");
+    assert_eq!(pager["waits_on"], "terminal", "{pager}");
+    let quit = send(&client, &id, json!({ "text": "q" })).await;
+    assert_eq!(quit["foreground_program"], "bash", "{quit}");
+
+    let secret = send(
+        &client,
+        &id,
+        json!({
+            "text": "python3 -c \"import getpass; print('got-' + getpass.getpass('Passphrase: '))\" < /dev/null",
+            "submit": true,
+            "deadline": 20
+        }),
+    )
+    .await;
+    assert_eq!(secret["wait_reason"], "stdin_read", "{secret}");
+    assert_eq!(secret["is_password_prompt"], true, "{secret}");
+    assert_eq!(secret["foreground_program"], "python3", "{secret}");
+    let done = send(&client, &id, json!({ "text": "s3cret", "submit": true })).await;
+    assert!(output(&done).contains("got-s3cret"), "{done}");
+    assert!(!output(&done).contains("\ns3cret"), "not echoed: {done}");
+}
+
+/// What a program prints after a send returned is in the caller's next answer, even an empty
+/// send's; the exit code of the command that ended is in the answer that saw it end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_between_sends_is_returned_with_the_exit_code() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let early = send(
+        &client,
+        &id,
+        json!({ "text": "sleep 1; echo installed-ok; (exit 3)", "submit": true, "deadline": 0.3 }),
+    )
+    .await;
+    assert_eq!(early["wait_reason"], "timeout", "{early}");
+    assert_eq!(early["command_exit_code"], Value::Null, "{early}");
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let later = send(&client, &id, json!({ "text": "" })).await;
+    assert_eq!(later["wait_reason"], "stdin_read", "{later}");
+    assert!(output(&later).contains("installed-ok"), "{later}");
+    assert_eq!(later["command_exit_code"], 3, "{later}");
+    assert!(later["command_id"].is_u64(), "{later}");
+    // Nothing new: the next empty send returns nothing already given, and no exit code.
+    let again = send(&client, &id, json!({ "text": "" })).await;
+    assert!(!output(&again).contains("installed-ok"), "{again}");
+    assert_eq!(again["command_exit_code"], Value::Null, "{again}");
+
+    let failed = send(&client, &id, json!({ "text": "false", "submit": true })).await;
+    assert_eq!(failed["command_exit_code"], 1, "{failed}");
+    let ok = send(&client, &id, json!({ "text": "echo fine", "submit": true })).await;
+    assert_eq!(ok["command_exit_code"], 0, "{ok}");
+
+    // Input to a program that does not read stays queued, and the answer says so.
+    let queued = send(
+        &client,
+        &id,
+        json!({ "text": "sleep 2", "submit": true, "deadline": 0.5 }),
+    )
+    .await;
+    assert_eq!(queued["wait_reason"], "timeout", "{queued}");
+    let typed = send(
+        &client,
+        &id,
+        json!({ "text": "abc", "submit": true, "deadline": 0.3 }),
+    )
+    .await;
+    assert_eq!(typed["wait_reason"], "timeout", "{typed}");
+    assert_eq!(
+        typed["input_queued"], 4,
+        "abc and Enter wait unread: {typed}"
+    );
+}
