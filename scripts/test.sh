@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-for program in bash dash zsh setsid tmux; do
+for program in bash dash zsh setsid tmux less top python3; do
   command -v "$program" >/dev/null || missing+=("$program")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -15,6 +15,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     for program in "${missing[@]}"; do
       case "$program" in
         setsid) packages+=(util-linux) ;;
+        top) packages+=(procps) ;;
         *) packages+=("$program") ;;
       esac
     done

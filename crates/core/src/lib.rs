@@ -21,6 +21,7 @@
 //! - [`secret`]: random nonces and tokens;
 //! - [`process`]: process facts from `/proc` and signals, for the holder side of the seam;
 //! - [`screen_worker`]: the background thread that brings every screen up to its log;
+//! - [`hints`]: how to leave a known pager, editor or REPL that holds the terminal;
 //! - [`queries`]: terminal queries in output and their answers in input (one answer reaches
 //!   the program).
 
@@ -29,6 +30,7 @@ pub mod creation;
 pub mod error;
 pub mod event_log;
 pub mod exec;
+pub mod hints;
 pub mod holder;
 pub mod memory;
 pub mod plain_text;

@@ -414,6 +414,16 @@ pub enum WaitsOn {
     File,
 }
 
+/// How the terminal's line discipline hands typed input to the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InputMode {
+    /// Line by line (ICANON): shells' `read`, `cat`, password prompts; Enter sends the line.
+    Canonical,
+    /// Key by key: line editors, REPLs, pagers and full-screen programs.
+    Raw,
+}
+
 /// The answer of `send`.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SendResponse {
@@ -441,6 +451,19 @@ pub struct SendResponse {
     /// Typed bytes no program has read yet (0 once the input was consumed); null when the
     /// backend cannot tell.
     pub input_queued: Option<u32>,
+    /// A full-screen program (an editor, a pager) holds the terminal's alternate screen.
+    pub is_alternate_screen: bool,
+    /// A program draws the screen (it holds the alternate screen, or moves the cursor to
+    /// absolute positions in raw mode, as `top` does): `output` is then its rendered screen,
+    /// trailing empty rows left out, rather than the flattened text of what it drew.
+    pub is_full_screen: bool,
+    /// The terminal's input mode; null when the backend cannot tell.
+    pub input_mode: Option<InputMode>,
+    /// The terminal echoes what is typed; null when the backend cannot tell.
+    pub is_echo: Option<bool>,
+    /// How to leave the foreground program when it is a known pager, editor, monitor or REPL
+    /// (`a pager: send "q" to leave it`); null otherwise.
+    pub hint: Option<String>,
     /// The command (its id in the terminal's command list) that ended during this send,
     /// with `command_exit_code`; null when none did.
     pub command_id: Option<u64>,
@@ -526,9 +549,16 @@ pub struct Snapshot {
     pub title: Option<String>,
     /// The program's lifecycle state.
     pub state: TerminalState,
-    /// The foreground process group's program name; null when there is none or the backend
-    /// cannot tell.
+    /// The foreground program: the one reading the terminal when one does, else the foreground
+    /// group's leader; null when there is none or the backend cannot tell.
     pub foreground_program: Option<String>,
+    /// The terminal's input mode; null when the backend cannot tell.
+    pub input_mode: Option<InputMode>,
+    /// The terminal echoes what is typed; null when the backend cannot tell.
+    pub is_echo: Option<bool>,
+    /// How to leave the foreground program when it is a known pager, editor, monitor or REPL;
+    /// null otherwise.
+    pub hint: Option<String>,
 }
 
 /// `GET …/scrollback?offset=&lines=`: rendered lines, newest-relative.

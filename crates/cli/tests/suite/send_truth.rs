@@ -90,7 +90,7 @@ async fn a_program_hung_on_a_socket_is_not_reading_the_terminal() {
 async fn readers_of_dev_tty_wait_for_input_and_are_named() {
     let hub = start();
     let client = hub.http();
-    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let id = create(&client, json!({ "cwd": "/tmp", "cols": 100, "rows": 24 })).await;
     let pager = send(
         &client,
         &id,
@@ -100,8 +100,53 @@ async fn readers_of_dev_tty_wait_for_input_and_are_named() {
     assert_eq!(pager["wait_reason"], "stdin_read", "{pager}");
     assert_eq!(pager["foreground_program"], "less", "{pager}");
     assert_eq!(pager["waits_on"], "terminal", "{pager}");
+    assert_eq!(pager["input_mode"], "raw", "{pager}");
+    // The pager's rendered screen, not the bytes it drew.
+    assert_eq!(pager["is_alternate_screen"], true, "{pager}");
+    assert_eq!(pager["is_full_screen"], true, "{pager}");
+    assert!(output(&pager).starts_with("1\n2\n3\n"), "{pager}");
+    assert!(!output(&pager).contains('\u{1b}'), "{pager}");
+    assert!(
+        pager["hint"].as_str().is_some_and(|h| h.contains("\"q\"")),
+        "{pager}"
+    );
     let quit = send(&client, &id, json!({ "text": "q" })).await;
     assert_eq!(quit["foreground_program"], "bash", "{quit}");
+    assert_eq!(quit["is_alternate_screen"], false, "{quit}");
+    assert_eq!(quit["hint"], Value::Null, "{quit}");
+
+    let monitor = send(
+        &client,
+        &id,
+        json!({ "text": "top", "submit": true, "deadline": 20 }),
+    )
+    .await;
+    assert_eq!(monitor["wait_reason"], "stdin_read", "{monitor}");
+    assert_eq!(monitor["foreground_program"], "top", "{monitor}");
+    assert_eq!(monitor["is_full_screen"], true, "{monitor}");
+    assert!(output(&monitor).contains("PID"), "{monitor}");
+    assert!(
+        output(&monitor).lines().count() <= 24,
+        "one screen, not the frames drawn: {monitor}"
+    );
+    assert!(
+        !output(&monitor).ends_with('\n'),
+        "no trailing empty rows: {monitor}"
+    );
+    let left = send(&client, &id, json!({ "text": "q" })).await;
+    assert_eq!(left["foreground_program"], "bash", "{left}");
+
+    let repl = send(
+        &client,
+        &id,
+        json!({ "text": "python3 -q", "submit": true, "deadline": 20 }),
+    )
+    .await;
+    assert!(
+        repl["hint"].as_str().is_some_and(|h| h.contains("exit()")),
+        "{repl}"
+    );
+    send(&client, &id, json!({ "text": "exit()", "submit": true })).await;
 
     let secret = send(
         &client,

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use crate::error::TerminalError;
 use ptyhub_protocol::api::{
-    CommandResult, CommandStatus, ScreenResponse, TerminalInfo, TerminalState, WaitsOn,
+    CommandResult, CommandStatus, InputMode, ScreenResponse, TerminalInfo, TerminalState, WaitsOn,
 };
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::holder::{HolderLine, HolderRequest, HolderStatus};
@@ -101,6 +101,8 @@ enum Request {
     Signal(i32, oneshot::Sender<Result<Signaled, TerminalError>>),
     /// Whether input can be typed now, and the last command.
     Shell(oneshot::Sender<ShellState>),
+    /// The rendered screen alone.
+    View(oneshot::Sender<crate::screen::ScreenView>),
 }
 
 /// Where the shell is, as its integration marks tell: what `send` needs to know before it
@@ -136,6 +138,10 @@ pub struct Foreground {
     pub is_reading: bool,
     /// The terminal is in line mode without echo: a password prompt.
     pub is_password: bool,
+    /// The terminal is in line (canonical) mode.
+    pub is_canonical: bool,
+    /// The terminal echoes what is typed.
+    pub is_echo: bool,
     /// The group is the shell's own (no program runs in the foreground).
     pub is_shell: bool,
     /// Processes of the terminal (the program and everything it started), when known.
@@ -147,6 +153,21 @@ pub struct Foreground {
 }
 
 impl Foreground {
+    /// The terminal's input mode.
+    pub fn input_mode(&self) -> InputMode {
+        if self.is_canonical {
+            InputMode::Canonical
+        } else {
+            InputMode::Raw
+        }
+    }
+
+    /// How to leave the foreground program, when it is not the shell and is known.
+    pub fn leave_hint(&self) -> Option<String> {
+        let program = self.program.as_deref().filter(|_| !self.is_shell)?;
+        crate::hints::leave_hint(program).map(str::to_owned)
+    }
+
     /// The facts of a running terminal's status (`None` once its program exited).
     fn from_status(status: HolderStatus) -> Option<Self> {
         let pgid = status.foreground_pgid.filter(|_| !status.exited)?;
@@ -155,6 +176,8 @@ impl Foreground {
             program: status.foreground_program,
             is_reading: status.is_reading,
             is_password: status.is_canonical && !status.is_echo,
+            is_canonical: status.is_canonical,
+            is_echo: status.is_echo,
             is_shell: status.child_pid == Some(pgid),
             process_count: status.process_count,
             waits_on: status.waits_on,
@@ -389,6 +412,11 @@ impl TerminalHandle {
         self.ask(Request::Shell).await
     }
 
+    /// The rendered screen (without the command's output a [`Self::screen`] answer carries).
+    pub async fn view(&self) -> Result<crate::screen::ScreenView, TerminalError> {
+        self.ask(Request::View).await
+    }
+
     /// How far `caller` has been given this terminal's output and commands.
     pub fn read_mark(&self, caller: &str) -> Option<ReadMark> {
         self.read_marks
@@ -596,6 +624,9 @@ impl Actor {
             Request::Close(reply) => self.close(reply).await,
             Request::Shell(reply) => {
                 let _ = reply.send(self.shell_state());
+            }
+            Request::View(reply) => {
+                let _ = reply.send(self.screen.view());
             }
             Request::Job(id, reply) => {
                 let _ = reply.send(self.job_view(id));

@@ -56,6 +56,9 @@ pub async fn snapshot(handle: &TerminalHandle) -> Result<(Snapshot, String, Seq)
         is_alternate_screen: screen.is_alternate_screen,
         title: screen.title,
         state: screen.state,
+        input_mode: foreground.as_ref().map(super::Foreground::input_mode),
+        is_echo: foreground.as_ref().map(|f| f.is_echo),
+        hint: foreground.as_ref().and_then(super::Foreground::leave_hint),
         foreground_program: foreground.and_then(|f| f.program),
     };
     Ok((snapshot, screen.session_id, screen.seq))

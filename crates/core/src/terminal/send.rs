@@ -22,7 +22,7 @@ use ptyhub_protocol::api::{SendResponse, WaitReason, WaitsOn};
 use ptyhub_protocol::event::{EventKind, Seq};
 use tokio::time::Instant;
 
-use super::{CommandBrief, TerminalHandle};
+use super::{CommandBrief, Foreground, TerminalHandle};
 use crate::backend::TerminalLog;
 use crate::plain_text::PlainText;
 use crate::terminal::observe::encode_cursor;
@@ -128,7 +128,20 @@ pub async fn send(
         handle.shell_state().await?.last_command
     };
     let ended = after.filter(|a| !a.status.is_running() && is_new(before, *a));
-    let (output, truncated, last_seq) = output_since(&probe.log, output_from);
+    let since = output_since(&probe.log, output_from);
+    let (mut output, last_seq) = (since.text, since.last_seq);
+    // A full-screen program's drawing is no text to read: its rendered screen is.
+    let (is_alternate_screen, is_full_screen) = match &foreground {
+        Some(facts) if !facts.is_shell => {
+            let view = handle.view().await?;
+            let is_drawn = view.is_alternate_screen || (!facts.is_canonical && since.is_drawn);
+            if is_drawn {
+                output = rendered(&view.lines);
+            }
+            (view.is_alternate_screen, is_drawn)
+        }
+        _ => (false, false),
+    };
     handle.set_read_mark(&request.caller, last_seq, Some(after));
     Ok(SendResponse {
         cursor: encode_cursor(&probe.id, last_seq),
@@ -137,12 +150,17 @@ pub async fn send(
         is_password_prompt: reason == WaitReason::StdinRead
             && foreground.as_ref().is_some_and(|f| f.is_password),
         output,
-        truncated,
+        truncated: since.truncated && !is_full_screen,
         waits_on: foreground
             .as_ref()
             .and_then(|f| f.waits_on)
             .filter(|w| reason != WaitReason::StdinRead || *w == WaitsOn::Terminal),
         input_queued: foreground.as_ref().and_then(|f| f.input_queued),
+        is_alternate_screen,
+        is_full_screen,
+        input_mode: foreground.as_ref().map(Foreground::input_mode),
+        is_echo: foreground.as_ref().map(|f| f.is_echo),
+        hint: foreground.as_ref().and_then(Foreground::leave_hint),
         foreground_program: foreground.and_then(|f| f.program),
         command_id: ended.map(|c| c.id),
         command_exit_code: ended.and_then(|c| c.exit_code),
@@ -150,6 +168,15 @@ pub async fn send(
         exit_code: probe.exit_code,
         signal: probe.signal,
     })
+}
+
+/// A screen's rows as text, without its trailing empty rows.
+fn rendered(lines: &[String]) -> String {
+    let used = lines
+        .iter()
+        .rposition(|line| !line.trim_end().is_empty())
+        .map_or(0, |last| last + 1);
+    lines[..used].join("\n")
 }
 
 /// Whether `after` is a command that ended since `before` was looked at.
@@ -186,25 +213,83 @@ async fn wait_until_ready(
     }
 }
 
-/// The clean text of the output after `after` (its newest characters when long), whether
-/// its front was dropped, and the `seq` of the last event read.
-fn output_since(log: &TerminalLog, after: Seq) -> (String, bool, Seq) {
+/// The output after a `seq`, as `send` answers it.
+struct OutputSince {
+    /// Its clean text (the newest characters when long).
+    text: String,
+    /// The front of `text` was dropped.
+    truncated: bool,
+    /// The `seq` of the last event read.
+    last_seq: Seq,
+    /// It moves the cursor to absolute positions or erases the display: a program draws the
+    /// screen rather than printing lines.
+    is_drawn: bool,
+}
+
+/// The output after `after`.
+fn output_since(log: &TerminalLog, after: Seq) -> OutputSince {
     let mut text = PlainText::new();
-    let mut last = after;
+    let mut last_seq = after;
+    let mut is_drawn = false;
     let _ = log.read_events(after, |event| {
-        last = last.max(event.seq);
+        last_seq = last_seq.max(event.seq);
         if let EventKind::Output { data } = event.kind {
+            is_drawn = is_drawn || draws_screen(&data);
             text.feed(&data);
         }
     });
     let text = text.text();
     let count = text.chars().count();
-    if count <= SEND_OUTPUT_MAX_CHARS {
-        return (text, false, last);
+    let truncated = count > SEND_OUTPUT_MAX_CHARS;
+    let text = if truncated {
+        text.chars().skip(count - SEND_OUTPUT_MAX_CHARS).collect()
+    } else {
+        text
+    };
+    OutputSince {
+        text,
+        truncated,
+        last_seq,
+        is_drawn,
     }
-    (
-        text.chars().skip(count - SEND_OUTPUT_MAX_CHARS).collect(),
-        true,
-        last,
-    )
+}
+
+/// Whether `data` holds a cursor position (`CSI row;col H` / `f`) or a display erase
+/// (`CSI J`), the sequences of a program that draws the screen.
+fn draws_screen(data: &[u8]) -> bool {
+    data.windows(2)
+        .enumerate()
+        .filter(|(_, pair)| pair == b"\x1b[")
+        .any(|(at, _)| {
+            let params = data[at + 2..]
+                .iter()
+                .position(|b| !(b.is_ascii_digit() || *b == b';'))
+                .map(|len| (len, data[at + 2 + len]));
+            matches!(params, Some((_, b'H' | b'f' | b'J')))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_positions_and_erases_are_drawing_and_colours_are_not() {
+        assert!(draws_screen(b"\x1b[H\x1b[2Jtop - 14:30"));
+        assert!(draws_screen(b"x\x1b[12;40Hy"));
+        assert!(!draws_screen(b"\x1b[1;31mred\x1b[0m plain\r\n"));
+        assert!(!draws_screen(b"\x1b[K\x1b[?2004h"));
+    }
+
+    #[test]
+    fn a_rendered_screen_leaves_out_its_empty_rows() {
+        let lines = [
+            "top".to_owned(),
+            "  PID".to_owned(),
+            String::new(),
+            "  ".to_owned(),
+        ];
+        assert_eq!(rendered(&lines), "top\n  PID");
+        assert_eq!(rendered(&[String::new()]), "");
+    }
 }
