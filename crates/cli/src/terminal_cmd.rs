@@ -68,6 +68,10 @@ pub enum TerminalCommand {
         /// Seconds of quiet output (while nothing reads) that count as idle.
         #[arg(long, default_value_t = 2.0)]
         idle_window: f64,
+        /// At the deadline, discard what was typed and is still unread (it can never run
+        /// later).
+        #[arg(long)]
+        flush_on_timeout: bool,
         #[arg(long)]
         json: bool,
         #[arg(last = true, required = true)]
@@ -269,6 +273,7 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
             no_submit,
             deadline,
             idle_window,
+            flush_on_timeout,
             json,
             text,
         } => {
@@ -277,6 +282,7 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
                 submit: !no_submit,
                 deadline: Some(deadline),
                 idle_window: Some(idle_window),
+                on_timeout: flush_on_timeout.then_some(ptyhub_protocol::api::OnTimeout::Flush),
             };
             let sent = client.terminal(&terminal).send(&params).await?;
             if json {

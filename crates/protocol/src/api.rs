@@ -312,6 +312,35 @@ pub struct InputParams {
     pub press_enter: bool,
 }
 
+/// What became of typed bytes, as the terminal's host reports it (each figure null from a
+/// host that does not say). Input is taken whole or refused whole (`BUSY` when the program
+/// left too much unread): never a silent short write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct InputReceipt {
+    /// Bytes the PTY took at once.
+    pub written: Option<u64>,
+    /// Bytes waiting in the host for the PTY to take them: the terminal's input queue is
+    /// full because nothing reads it (they are written as it drains).
+    pub pending: Option<u64>,
+    /// Bytes in the terminal's input queue that no program has read yet (complete lines in
+    /// canonical mode).
+    pub unread: Option<u64>,
+    /// Bytes typed earlier and never read that were discarded (`on_timeout: "flush"`).
+    pub discarded: Option<u64>,
+}
+
+/// The answer of `input`.
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct InputResponse {
+    /// The terminal's id.
+    pub session_id: String,
+    /// How many bytes were typed.
+    pub bytes: usize,
+    /// What the terminal did with them.
+    #[serde(flatten)]
+    pub receipt: InputReceipt,
+}
+
 /// `POST …/wait`: wait for the current command to end.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WaitParams {
@@ -377,6 +406,21 @@ pub struct SendParams {
     /// Seconds of quiet output, while nothing reads, that count as idle (default 2).
     #[serde(default)]
     pub idle_window: Option<f64>,
+    /// What becomes of typed input still unread when the deadline passes: `keep` (default:
+    /// the program may read it later) or `flush` (discarded, so it can never run later).
+    #[serde(default)]
+    pub on_timeout: Option<OnTimeout>,
+}
+
+/// What a `send` does with its unread input when its deadline passes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTimeout {
+    /// Leave it queued: the program may read it later.
+    #[default]
+    Keep,
+    /// Discard it.
+    Flush,
 }
 
 /// Why a send returned (docs/compatibility.md#wait-reasons): the first reason that held.
@@ -451,6 +495,9 @@ pub struct SendResponse {
     /// Typed bytes no program has read yet (0 once the input was consumed); null when the
     /// backend cannot tell.
     pub input_queued: Option<u32>,
+    /// What became of the text this send typed (null when it typed nothing); with
+    /// `on_timeout: "flush"` and a timeout, `discarded` counts what was thrown away.
+    pub input: Option<InputReceipt>,
     /// A full-screen program (an editor, a pager) holds the terminal's alternate screen.
     pub is_alternate_screen: bool,
     /// A program draws the screen (it holds the alternate screen, or moves the cursor to

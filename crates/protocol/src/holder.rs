@@ -42,6 +42,10 @@ pub enum HolderRequest {
         /// The bytes, as standard base64 in `data_b64`.
         #[serde(rename = "data_b64", with = "crate::event::b64")]
         data: Vec<u8>,
+        /// First discard every byte typed earlier that no program has read yet (the holder's
+        /// own queue and the terminal's input queue), so it can never run later.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        discard_unread: bool,
     },
     /// Set the PTY's size; the holder logs it as a `pty.resize` event (no answer). A zero
     /// dimension is ignored.
@@ -90,6 +94,19 @@ pub enum HolderMessage {
         accepted: bool,
         /// Why the bytes were refused; null when accepted.
         error: Option<String>,
+        /// Bytes of this request the PTY took at once; null from a holder that does not say.
+        #[serde(default)]
+        written: Option<u64>,
+        /// Bytes waiting in the holder for the PTY to take them (the terminal's input queue is
+        /// full: nothing reads it).
+        #[serde(default)]
+        pending: Option<u64>,
+        /// Bytes in the terminal's input queue that no program has read yet.
+        #[serde(default)]
+        unread: Option<u64>,
+        /// Bytes discarded by `discard_unread`.
+        #[serde(default)]
+        discarded: Option<u64>,
     },
     /// The answer to a `signal` request.
     Signaled {
@@ -186,6 +203,7 @@ mod tests {
     fn requests_round_trip() {
         let input = HolderRequest::Input {
             data: b"ls\r".to_vec(),
+            discard_unread: false,
         };
         let line = serde_json::to_string(&input).unwrap_or_default();
         assert_eq!(line, r#"{"op":"input","data_b64":"bHMN"}"#);

@@ -195,7 +195,7 @@ impl PtyhubMcp {
     }
 
     #[tool(
-        description = "Type text into a terminal (optionally pressing Enter) and wait until it needs you again. wait_reason: stdin_read = a program waits for input (answer with another send; is_password_prompt = input is hidden), inferred_idle = no output and nobody reads (still working: send empty text to keep waiting), timeout = deadline passed (still running), session_exit = the shell ended. output = what was printed since."
+        description = "Type text into a terminal (optionally pressing Enter) and wait until it needs you again. wait_reason: stdin_read = a program waits for input (answer with another send; is_password_prompt = input is hidden), inferred_idle = no output and nobody reads (still working: send empty text to keep waiting), timeout = deadline passed (still running), session_exit = the shell ended. output = what was printed since your last send or read (the rendered screen when is_full_screen). waits_on = what a blocked program waits on (socket: a network call that may hang). command_exit_code = exit code of the command that just ended. hint = how to leave a pager, editor or REPL."
     )]
     async fn terminal_send(
         &self,
@@ -207,6 +207,7 @@ impl PtyhubMcp {
             submit: a.submit.unwrap_or(false),
             deadline: a.deadline,
             idle_window: a.idle_window,
+            on_timeout: None,
         };
         let client = self.client_for(&context);
         Ok(tool_result(client.terminal(&a.id).send(&params).await))

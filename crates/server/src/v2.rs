@@ -14,8 +14,8 @@ use ptyhub_core::exec::{self, ExecOptions, JobOptions, parse_seconds};
 use ptyhub_core::registry::{CreateSpec, EVENTS_PAGE_MAX};
 use ptyhub_protocol::api::{
     CommandResult, CreateSessionParams, Envelope, EventsResponse, ExecParams, InputParams,
-    ResizeParams, ScreenResponse, SendParams, SendResponse, SignalParams, SignalResponse,
-    TerminalInfo, WaitParams,
+    InputResponse, ResizeParams, ScreenResponse, SendParams, SendResponse, SignalParams,
+    SignalResponse, TerminalInfo, WaitParams,
 };
 use ptyhub_protocol::error::ApiError;
 use ptyhub_protocol::event::Seq;
@@ -181,7 +181,7 @@ async fn input(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     JsonBody(params): JsonBody<InputParams>,
-) -> Answer<serde_json::Value> {
+) -> Answer<InputResponse> {
     principal.allow(Operation::Type)?;
     if params.input.len() > TEXT_MAX_BYTES {
         return Err(ApiError::invalid("input too long").into());
@@ -192,10 +192,14 @@ async fn input(
         data.push(b'\r');
     }
     let bytes = data.len();
-    handle.input(data).await?;
+    let receipt = handle.input(data).await?;
     ok(
         "Input sent",
-        serde_json::json!({ "session_id": id, "bytes": bytes }),
+        InputResponse {
+            session_id: id,
+            bytes,
+            receipt,
+        },
     )
 }
 
@@ -288,6 +292,7 @@ async fn send(
         deadline,
         idle_window,
         caller: principal.owner.clone(),
+        flush_on_timeout: params.on_timeout == Some(ptyhub_protocol::api::OnTimeout::Flush),
     };
     ok(
         "Sent",

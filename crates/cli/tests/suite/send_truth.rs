@@ -216,4 +216,46 @@ async fn output_between_sends_is_returned_with_the_exit_code() {
         typed["input_queued"], 4,
         "abc and Enter wait unread: {typed}"
     );
+    assert_eq!(typed["input"]["written"], 4, "{typed}");
+
+    // With on_timeout flush, what is still unread when the deadline passes never runs.
+    send(
+        &client,
+        &id,
+        json!({ "text": "", "deadline": 5, "idle_window": 0.5 }),
+    )
+    .await;
+    send(
+        &client,
+        &id,
+        json!({ "text": "sleep 2", "submit": true, "deadline": 0.3 }),
+    )
+    .await;
+    let flushed = send(
+        &client,
+        &id,
+        json!({ "text": "echo SHOULD-NOT-$((6*7))", "submit": true, "deadline": 0.3, "on_timeout": "flush" }),
+    )
+    .await;
+    assert_eq!(flushed["wait_reason"], "timeout", "{flushed}");
+    assert_eq!(flushed["input"]["discarded"], 25, "{flushed}");
+    assert_eq!(flushed["input_queued"], 0, "{flushed}");
+    let after = send(&client, &id, json!({ "text": "", "deadline": 10 })).await;
+    assert_eq!(after["wait_reason"], "stdin_read", "{after}");
+    assert!(!output(&after).contains("SHOULD-NOT-42"), "{after}");
+    let typed = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/input"),
+        json!({ "input": "xyz" }),
+    )
+    .await;
+    assert_eq!(data(&typed)["bytes"], 3, "{}", typed.body);
+    assert_eq!(data(&typed)["written"], 3, "{}", typed.body);
+    let bad = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/send"),
+        json!({ "text": "", "on_timeout": "later" }),
+    )
+    .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
 }

@@ -148,7 +148,7 @@ impl FakeHost {
         self.requests()
             .into_iter()
             .filter_map(|r| match r {
-                HolderRequest::Input { data } => Some(data),
+                HolderRequest::Input { data, .. } => Some(data),
                 _ => None,
             })
             .collect()
@@ -223,9 +223,13 @@ impl Host {
     fn handle(&mut self, request: &HolderRequest) {
         self.requests.push(request.clone());
         match request {
-            HolderRequest::Input { .. } => self.message(HolderMessage::InputResult {
+            HolderRequest::Input { data, .. } => self.message(HolderMessage::InputResult {
                 accepted: true,
                 error: None,
+                written: Some(data.len() as u64),
+                pending: Some(0),
+                unread: Some(0),
+                discarded: None,
             }),
             HolderRequest::Status => {
                 let mut status = self.status.clone();

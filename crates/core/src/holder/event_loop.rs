@@ -397,6 +397,15 @@ impl Holder {
         }
     }
 
+    /// Discards typed input no program has read: the holder's queue and the terminal's input
+    /// queue. Returns how many bytes were discarded.
+    fn discard_unread(&mut self) -> u64 {
+        let queued = self.input.len() as u64;
+        self.input.clear();
+        let unread = self.master.as_ref().and_then(pty::discard_unread_input);
+        queued + unread.unwrap_or(0)
+    }
+
     fn accept_clients(&mut self) {
         while let Ok((stream, _)) = self.listener.accept() {
             if stream.set_nonblocking(true).is_ok() {
@@ -480,21 +489,36 @@ impl Holder {
                     message: format!("cannot read the event log: {error}"),
                 }),
             },
-            HolderRequest::Input { data } => {
-                let refusal = if self.master.is_none() || !matches!(self.phase, Phase::Running) {
+            HolderRequest::Input {
+                data,
+                discard_unread,
+            } => {
+                let is_running = self.master.is_some() && matches!(self.phase, Phase::Running);
+                let discarded = (discard_unread && is_running).then(|| self.discard_unread());
+                let refusal = if !is_running {
                     Some("the terminal's program has exited")
                 } else if self.input.len() + data.len() > INPUT_QUEUE_MAX_BYTES {
                     Some("input queue full: the program is not reading its input")
                 } else {
                     None
                 };
+                let mut written = 0;
                 if refusal.is_none() {
-                    self.input.extend(data);
+                    let before = self.input.len();
+                    self.input.extend(&data);
                     self.write_input();
+                    // What the PTY took of this request: all of it unless it still waits.
+                    let left = self.input.len();
+                    written = data.len().saturating_sub(left.saturating_sub(before));
                 }
+                let unread = self.master.as_ref().and_then(pty::unread_input);
                 self.clients[i].send_message(&HolderMessage::InputResult {
                     accepted: refusal.is_none(),
                     error: refusal.map(str::to_owned),
+                    written: Some(written as u64),
+                    pending: Some(self.input.len() as u64),
+                    unread,
+                    discarded,
                 });
             }
             HolderRequest::Resize { cols, rows } => {

@@ -46,6 +46,24 @@ pub fn set_size(master: &OwnedFd, cols: u16, rows: u16) -> io::Result<()> {
     Ok(())
 }
 
+/// Bytes typed into the terminal that no program has read yet (`FIONREAD` on its slave side,
+/// opened for the moment through the master: complete lines in canonical mode).
+pub fn unread_input(master: &OwnedFd) -> Option<u64> {
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let slave = ioctl_tiocgptpeer(master, flags).ok()?;
+    rustix::io::ioctl_fionread(&slave).ok()
+}
+
+/// Discards the terminal's unread input (`tcflush(TCIFLUSH)` on its slave side); returns how
+/// many bytes of complete lines it held (a partial line in canonical mode goes too).
+pub fn discard_unread_input(master: &OwnedFd) -> Option<u64> {
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let slave = ioctl_tiocgptpeer(master, flags).ok()?;
+    let unread = rustix::io::ioctl_fionread(&slave).ok();
+    rustix::termios::tcflush(&slave, rustix::termios::QueueSelector::IFlush).ok()?;
+    unread
+}
+
 /// Starts the spec's program on `slave` and returns its pid. Consumes the slave descriptor.
 pub fn spawn(spec: &HolderSpec, slave: OwnedFd) -> io::Result<u32> {
     let mut cmd = Command::new(&spec.program);

@@ -7,11 +7,10 @@ use crate::error::TerminalError;
 use ptyhub_protocol::api::TerminalState;
 use ptyhub_protocol::event::{EventKind, Seq};
 use ptyhub_protocol::holder::{HolderLine, HolderMessage, HolderRequest};
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::live::LiveEvent;
-use super::{Actor, Foreground, REPLAY_STEP_BYTES, Signaled, not_running};
+use super::{Actor, Foreground, InputAck, InputReceipt, REPLAY_STEP_BYTES, Signaled, not_running};
 use crate::queries::Query;
 use crate::state_dir;
 
@@ -129,10 +128,22 @@ impl Actor {
             HolderLine::Message(HolderMessage::Hello { last_seq, .. }) => {
                 self.replay_until = Some(last_seq);
             }
-            HolderLine::Message(HolderMessage::InputResult { accepted, error }) => {
+            HolderLine::Message(HolderMessage::InputResult {
+                accepted,
+                error,
+                written,
+                pending,
+                unread,
+                discarded,
+            }) => {
                 if let Some(Some(ack)) = self.input_acks.pop_front() {
                     let outcome = if accepted {
-                        Ok(())
+                        Ok(InputReceipt {
+                            written,
+                            pending,
+                            unread,
+                            discarded,
+                        })
                     } else {
                         Err(TerminalError::InputRefused {
                             reason: error.unwrap_or_else(|| "input refused".to_owned()),
@@ -256,17 +267,29 @@ impl Actor {
         }
     }
 
-    /// Sends bytes to the PTY. `ack` (a client's input request) is answered once the holder
-    /// has accepted or refused them; an error here is also sent to `ack`.
+    /// Sends bytes to the PTY.
     pub(super) async fn write_input(
         &mut self,
         data: &[u8],
-        ack: Option<oneshot::Sender<Result<(), TerminalError>>>,
+        ack: Option<InputAck>,
+    ) -> Result<(), TerminalError> {
+        self.write_input_with(data, false, ack).await
+    }
+
+    /// Sends bytes to the PTY, first discarding what was typed and is still unread when
+    /// `discard_unread`. `ack` (a client's input request) is answered once the holder has
+    /// accepted or refused them; an error here is also sent to `ack`.
+    pub(super) async fn write_input_with(
+        &mut self,
+        data: &[u8],
+        discard_unread: bool,
+        ack: Option<InputAck>,
     ) -> Result<(), TerminalError> {
         let sent = match self.link.as_mut() {
             Some(link) if !self.is_exited => link
                 .send(&HolderRequest::Input {
                     data: data.to_vec(),
+                    discard_unread,
                 })
                 .await
                 .map_err(|e| TerminalError::HostGone {

@@ -762,7 +762,7 @@ impl Connection {
         if data.is_empty() {
             return Ok(());
         }
-        self.handle.input(data.into_owned()).await
+        self.handle.input(data.into_owned()).await.map(|_| ())
     }
 
     /// Resizes the terminal (the PTY, the screen and every connection), if this connection may.

@@ -39,7 +39,8 @@ use std::time::Duration;
 
 use crate::error::TerminalError;
 use ptyhub_protocol::api::{
-    CommandResult, CommandStatus, InputMode, ScreenResponse, TerminalInfo, TerminalState, WaitsOn,
+    CommandResult, CommandStatus, InputMode, InputReceipt, ScreenResponse, TerminalInfo,
+    TerminalState, WaitsOn,
 };
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::holder::{HolderLine, HolderRequest, HolderStatus};
@@ -86,7 +87,8 @@ enum Request {
     Screen(oneshot::Sender<ScreenResponse>),
     /// The current command's status and output so far (no screen).
     Progress(oneshot::Sender<CommandProgress>),
-    Input(Vec<u8>, oneshot::Sender<Result<(), TerminalError>>),
+    /// Bytes to type; with `true`, unread input is discarded first.
+    Input(Vec<u8>, bool, InputAck),
     Resize(u16, u16, oneshot::Sender<Result<(), TerminalError>>),
     Close(oneshot::Sender<Result<TerminalMeta, TerminalError>>),
     Probe(oneshot::Sender<Probe>),
@@ -104,6 +106,9 @@ enum Request {
     /// The rendered screen alone.
     View(oneshot::Sender<crate::screen::ScreenView>),
 }
+
+/// Who waits for the holder's answer to an input request.
+type InputAck = oneshot::Sender<Result<InputReceipt, TerminalError>>;
 
 /// Where the shell is, as its integration marks tell: what `send` needs to know before it
 /// types and after the program settled.
@@ -357,8 +362,16 @@ impl TerminalHandle {
         self.ask(Request::Progress).await
     }
 
-    pub async fn input(&self, data: Vec<u8>) -> Result<(), TerminalError> {
-        self.ask(|reply| Request::Input(data, reply)).await?
+    /// Types `data`; the receipt says what the terminal did with it.
+    pub async fn input(&self, data: Vec<u8>) -> Result<InputReceipt, TerminalError> {
+        self.ask(|reply| Request::Input(data, false, reply)).await?
+    }
+
+    /// Discards every byte typed earlier that no program has read yet, so it can never run
+    /// later; the receipt says how many were discarded.
+    pub async fn discard_unread_input(&self) -> Result<InputReceipt, TerminalError> {
+        self.ask(|reply| Request::Input(Vec::new(), true, reply))
+            .await?
     }
 
     pub async fn resize(&self, cols: u16, rows: u16) -> Result<(), TerminalError> {
@@ -471,7 +484,7 @@ struct Actor {
     replay_until: Option<Seq>,
     /// Input requests sent to the holder and not yet answered, in order; `Some` when a client
     /// waits for the answer.
-    input_acks: VecDeque<Option<oneshot::Sender<Result<(), TerminalError>>>>,
+    input_acks: VecDeque<Option<InputAck>>,
     /// Status requests sent to the backend and not yet answered, in order.
     status_acks: VecDeque<oneshot::Sender<Option<Foreground>>>,
     /// Signal requests sent and not yet answered, in order; `Some` when a client waits.
@@ -577,9 +590,12 @@ impl Actor {
                     output: record.map(|c| c.output()).unwrap_or_default(),
                 });
             }
-            Request::Input(data, reply) => {
+            Request::Input(data, discard_unread, reply) => {
                 self.has_typed_input = true;
-                if let Err(error) = self.write_input(&data, Some(reply)).await {
+                if let Err(error) = self
+                    .write_input_with(&data, discard_unread, Some(reply))
+                    .await
+                {
                     tracing::debug!(%error, "input not sent");
                 }
             }

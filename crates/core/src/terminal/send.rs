@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use crate::error::TerminalError;
-use ptyhub_protocol::api::{SendResponse, WaitReason, WaitsOn};
+use ptyhub_protocol::api::{InputReceipt, SendResponse, WaitReason, WaitsOn};
 use ptyhub_protocol::event::{EventKind, Seq};
 use tokio::time::Instant;
 
@@ -47,6 +47,8 @@ pub struct SendRequest {
     pub idle_window: Duration,
     /// Who sends (the owner acting), so the answer can hold all it has not been given yet.
     pub caller: String,
+    /// At the deadline, discard what was typed and is still unread.
+    pub flush_on_timeout: bool,
 }
 
 pub async fn send(
@@ -72,9 +74,11 @@ pub async fn send(
         Some(mark) if mark.command.is_some() => mark.command,
         _ => now_command,
     };
-    if !request.text.is_empty() {
-        handle.input(request.text).await?;
-    }
+    let mut input = if request.text.is_empty() {
+        None
+    } else {
+        Some(handle.input(request.text).await?)
+    };
     let typed_at = Instant::now();
     let mut last_output = typed_at;
     let mut facts = None;
@@ -114,6 +118,11 @@ pub async fn send(
             () = tokio::time::sleep(POLL_EVERY.min(deadline.saturating_duration_since(now))) => {}
         }
     };
+    if reason == WaitReason::Timeout && request.flush_on_timeout {
+        let flushed = handle.discard_unread_input().await?;
+        let receipt = input.get_or_insert_with(InputReceipt::default);
+        receipt.discarded = flushed.discarded;
+    }
     let probe = handle.probe().await?;
     let foreground = if probe.is_exited {
         None
@@ -156,6 +165,7 @@ pub async fn send(
             .and_then(|f| f.waits_on)
             .filter(|w| reason != WaitReason::StdinRead || *w == WaitsOn::Terminal),
         input_queued: foreground.as_ref().and_then(|f| f.input_queued),
+        input,
         is_alternate_screen,
         is_full_screen,
         input_mode: foreground.as_ref().map(Foreground::input_mode),
