@@ -24,6 +24,7 @@
 mod closing;
 mod commands;
 mod host;
+pub mod input_wait;
 pub mod jobs;
 pub mod live;
 pub mod observe;

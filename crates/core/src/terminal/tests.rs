@@ -379,3 +379,60 @@ async fn a_real_recording_replays_to_the_console_the_reference_expects() {
     );
     assert!(handle.probe().await.expect("a probe").is_exited);
 }
+
+/// A command that asks a question ends the wait with `stdin_read` and its output so far; one
+/// that only runs quietly does not, and one that ends reports its result.
+#[tokio::test]
+async fn a_command_waiting_for_input_ends_the_wait_early() {
+    use super::input_wait::wait_command_or_input;
+    use ptyhub_protocol::api::WaitReason;
+    let t = start(&[&prompt()]);
+    let id = t.handle.exec(exec("./install")).await.expect("submitted");
+    t.fake.output(
+        &[
+            b"./install\r\n".to_vec(),
+            b"\x1b[?2004l".to_vec(),
+            mark("C"),
+            b"Continue? [Y/n] ".to_vec(),
+        ]
+        .concat(),
+    );
+    t.fake.set_status(HolderStatus {
+        child_pid: Some(FAKE_SHELL_PID),
+        foreground_pgid: Some(77),
+        foreground_program: Some("install".to_owned()),
+        is_reading: false,
+        ..HolderStatus::default()
+    });
+    // Running, not reading: the wait runs to its limit.
+    let quiet = wait_command_or_input(&t.handle, Some(id), Some(Duration::from_millis(300)))
+        .await
+        .expect("waited");
+    assert_eq!(quiet.wait_reason, None);
+    assert_eq!(quiet.result.status, CommandStatus::Running);
+
+    t.fake.set_status(HolderStatus {
+        child_pid: Some(FAKE_SHELL_PID),
+        foreground_pgid: Some(77),
+        foreground_program: Some("install".to_owned()),
+        is_reading: true,
+        is_canonical: true,
+        is_echo: true,
+        input_queued: Some(0),
+        ..HolderStatus::default()
+    });
+    let asked = wait_command_or_input(&t.handle, Some(id), Some(Duration::from_secs(30)))
+        .await
+        .expect("waited");
+    assert_eq!(asked.wait_reason, Some(WaitReason::StdinRead));
+    assert_eq!(asked.result.status, CommandStatus::Running);
+    assert_eq!(asked.output_so_far.as_deref(), Some("Continue? [Y/n] "));
+
+    t.fake
+        .output(&[b"y\r\ndone\r\n".to_vec(), mark("D;0"), prompt()].concat());
+    let ended = wait_command_or_input(&t.handle, Some(id), Some(Duration::from_secs(30)))
+        .await
+        .expect("waited");
+    assert_eq!(ended.wait_reason, None);
+    assert_eq!(ended.result.exit_code, Some(0));
+}

@@ -1,0 +1,99 @@
+//! Waiting for a running command that may stop to ask for input: the wait ends when the
+//! command ends, or as soon as — its output settled — a process of the terminal's foreground
+//! group (not the shell) is blocked reading the terminal with nothing typed left unread, the
+//! same kernel facts `send` reads ([`super::send`]). An exec whose command asks a question
+//! therefore answers `running` with the question, not after its timeout.
+//!
+//! While a command runs quietly the facts are looked at with a growing pause (from 25 ms to
+//! half a second), so a long silent command costs a few `/proc` reads a second, not forty.
+
+use std::time::Duration;
+
+use ptyhub_protocol::api::{CommandResult, WaitReason};
+use tokio::time::Instant;
+
+use super::TerminalHandle;
+use crate::error::TerminalError;
+
+/// Output must have been quiet this long before a reading process counts as waiting.
+const SETTLE: Duration = Duration::from_millis(60);
+/// The first pause between two looks at the facts while output is quiet.
+const FIRST_LOOK_AFTER: Duration = Duration::from_millis(25);
+/// The longest pause between two looks.
+const LOOK_AT_MOST_EVERY: Duration = Duration::from_millis(500);
+
+/// How a wait for a command ended.
+#[derive(Clone, Debug)]
+pub struct CommandWait {
+    /// The command as it stands: ended, or still running.
+    pub result: CommandResult,
+    /// `stdin_read` when the wait ended because the running command waits for input.
+    pub wait_reason: Option<WaitReason>,
+    /// The command's clean output so far, when it is still running.
+    pub output_so_far: Option<String>,
+}
+
+/// Waits (at most `limit`, forever without one) until command `id` (or the running one) ends
+/// or waits for input.
+pub async fn wait_command_or_input(
+    handle: &TerminalHandle,
+    id: Option<u64>,
+    limit: Option<Duration>,
+) -> Result<CommandWait, TerminalError> {
+    let ended = handle.wait_command(id, limit);
+    tokio::pin!(ended);
+    let mut seq = handle.seq();
+    seq.borrow_and_update();
+    let mut last_output = Instant::now();
+    let mut pause = FIRST_LOOK_AFTER;
+    loop {
+        tokio::select! {
+            result = &mut ended => {
+                return Ok(CommandWait { result: result?, wait_reason: None, output_so_far: None });
+            }
+            changed = seq.changed() => {
+                if changed.is_err() {
+                    // The actor is gone: the wait's own answer says how.
+                    let result = ended.await?;
+                    return Ok(CommandWait { result, wait_reason: None, output_so_far: None });
+                }
+                last_output = Instant::now();
+                pause = FIRST_LOOK_AFTER;
+            }
+            () = tokio::time::sleep(pause.max(SETTLE.saturating_sub(last_output.elapsed()))) => {
+                if last_output.elapsed() < SETTLE {
+                    continue;
+                }
+                if let Some(wait) = asks_for_input(handle, id).await? {
+                    return Ok(wait);
+                }
+                pause = (pause * 2).min(LOOK_AT_MOST_EVERY);
+            }
+        }
+    }
+}
+
+/// The command, when it is running and a program of it waits for input on the terminal.
+async fn asks_for_input(
+    handle: &TerminalHandle,
+    id: Option<u64>,
+) -> Result<Option<CommandWait>, TerminalError> {
+    let Some(facts) = handle.foreground().await? else {
+        return Ok(None);
+    };
+    let is_waiting =
+        facts.is_reading && !facts.is_shell && facts.input_queued.is_none_or(|queued| queued == 0);
+    if !is_waiting {
+        return Ok(None);
+    }
+    let result = handle.command_result(id).await?;
+    if !result.status.is_running() {
+        return Ok(None);
+    }
+    let progress = handle.command_progress().await?;
+    Ok(Some(CommandWait {
+        result,
+        wait_reason: Some(WaitReason::StdinRead),
+        output_so_far: Some(progress.output),
+    }))
+}
