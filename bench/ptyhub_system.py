@@ -199,9 +199,11 @@ class Ptyhub:
         return out
 
     def holder_pids_from_proc(self) -> list[int]:
-        """Fallback: processes running this binary's `holder` subcommand."""
+        """Fallback: processes running this binary's `holder` subcommand for this server's
+        terminals only (a descriptor open in its state or runtime dir), never another's."""
         pids = []
         real = os.path.realpath(self.binary)
+        mine = (os.path.realpath(self.state) + os.sep, os.path.realpath(self.runtime) + os.sep)
         for d in os.listdir("/proc"):
             if not d.isdigit():
                 continue
@@ -211,9 +213,25 @@ class Ptyhub:
                     exe = os.path.realpath(f"/proc/{d}/exe")
                 except OSError:
                     continue
-                if exe.replace(" (deleted)", "") == real:
+                if exe.replace(" (deleted)", "") == real and self._opens_under(int(d), mine):
                     pids.append(int(d))
         return pids
+
+    @staticmethod
+    def _opens_under(pid: int, dirs: tuple[str, ...]) -> bool:
+        """Whether process `pid` has a descriptor open on a path under one of `dirs`."""
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            return False
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith(dirs):
+                return True
+        return False
 
     def stop(self):
         """DELETE every terminal, SIGTERM the server, then kill what is left of holders."""
