@@ -511,6 +511,9 @@ pub struct SendResponse {
     /// How to leave the foreground program when it is a known pager, editor, monitor or REPL
     /// (`a pager: send "q" to leave it`); null otherwise.
     pub hint: Option<String>,
+    /// The shell is back at its prompt: no command runs (a `read` of the shell itself, or a
+    /// script run by the shell, is a command).
+    pub is_at_prompt: bool,
     /// The command (its id in the terminal's command list) that ended during this send,
     /// with `command_exit_code`; null when none did.
     pub command_id: Option<u64>,

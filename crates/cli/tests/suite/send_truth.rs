@@ -48,8 +48,10 @@ async fn a_first_send_waits_for_the_shell_and_sees_the_question() {
             1,
             "echoed once, try {try_no}: {asked}"
         );
+        assert_eq!(asked["is_at_prompt"], false, "{asked}");
         let answered = send(&client, &id, json!({ "text": "ada", "submit": true })).await;
         assert!(output(&answered).contains("hello-ada"), "{answered}");
+        assert_eq!(answered["is_at_prompt"], true, "{answered}");
         assert_eq!(answered["command_exit_code"], 0, "{answered}");
     }
 }

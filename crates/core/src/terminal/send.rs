@@ -131,11 +131,14 @@ pub async fn send(
     } else {
         handle.foreground().await?
     };
-    let after = if probe.is_exited {
+    let shell = if probe.is_exited {
         None
     } else {
-        handle.shell_state().await?.last_command
+        Some(handle.shell_state().await?)
     };
+    let after = shell.as_ref().and_then(|s| s.last_command);
+    let is_at_prompt = shell.is_some_and(|s| s.is_at_prompt)
+        && foreground.as_ref().is_some_and(|f| f.is_shell);
     let ended = after.filter(|a| !a.status.is_running() && is_new(before, *a));
     let since = output_since(&probe.log, output_from);
     let (mut output, last_seq) = (since.text, since.last_seq);
@@ -172,6 +175,7 @@ pub async fn send(
         is_echo: foreground.as_ref().map(|f| f.is_echo),
         hint: foreground.as_ref().and_then(Foreground::leave_hint),
         foreground_program: foreground.and_then(|f| f.program),
+        is_at_prompt,
         command_id: ended.map(|c| c.id),
         command_exit_code: ended.and_then(|c| c.exit_code),
         state: probe.state,
