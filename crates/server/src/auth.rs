@@ -430,12 +430,34 @@ pub async fn host_check(State(state): State<AppState>, request: Request, next: N
     }
 }
 
+/// Marks a request that carried only the login cookie and no `Origin`: a simple request that
+/// any page can make a browser send (an `<img>` tag), so it may read but must change nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct SimpleCookieRequest;
+
+impl SimpleCookieRequest {
+    /// Refuses a state change (`what`) asked by a simple cookie request.
+    pub fn refuse(what: &str) -> ApiError {
+        ApiError::new(
+            ErrorCode::PermissionDenied,
+            format!(
+                "{what} needs the token, or a request from this server's own page (with Origin):                  with only the login cookie any page could make the browser ask"
+            ),
+        )
+    }
+}
+
 /// Middleware for the data routes on the TCP listener: the bearer token or the login cookie.
 pub async fn tcp_auth(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let credential = tcp_credential(&state, request.method(), request.headers());
+    let is_simple_cookie = matches!(credential, Credential::Login { .. })
+        && !request.headers().contains_key(header::ORIGIN);
     match resolve(&state, credential) {
         Ok(principal) => {
             request.extensions_mut().insert(principal);
+            if is_simple_cookie {
+                request.extensions_mut().insert(SimpleCookieRequest);
+            }
             next.run(request).await
         }
         Err(error) => HttpError::from(error).into_response(),

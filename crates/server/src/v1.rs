@@ -556,6 +556,7 @@ struct UrlQuery {
 async fn terminal_url(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
+    simple_cookie: Option<Extension<crate::auth::SimpleCookieRequest>>,
     headers: axum::http::HeaderMap,
     crate::http_error::QueryParams(query): crate::http_error::QueryParams<UrlQuery>,
 ) -> Answer<String> {
@@ -570,6 +571,11 @@ async fn terminal_url(
             id
         }
         None => {
+            if simple_cookie.is_some() {
+                return Err(v1_error(crate::auth::SimpleCookieRequest::refuse(
+                    "a GET that creates a terminal",
+                )));
+            }
             find_or_create(&state, &principal, None, None)
                 .await
                 .map_err(v1_error)?

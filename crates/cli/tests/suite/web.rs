@@ -469,3 +469,56 @@ async fn the_login_cookie_works_only_from_this_servers_own_pages() {
     .await;
     assert_eq!(after.status, 401, "the login ended");
 }
+
+/// A GET that would create a terminal is a state change: an `<img>` on any page could make
+/// the browser send it with the login cookie and no Origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_with_only_the_login_cookie_creates_nothing() {
+    let hub = start();
+    super::create(&hub.http(), json!({ "id": "mine" })).await;
+    let own = format!("http://{}", hub.addr);
+    let signed_in = raw(
+        &hub.addr,
+        "POST",
+        "/auth/session",
+        &[("Origin", &own)],
+        &json!({ "token": hub.token }).to_string(),
+    )
+    .await;
+    assert_eq!(signed_in.status, 200, "{}", signed_in.body);
+    let cookie = cookie_of(&signed_in);
+    let listed_before = hub.metas().len();
+    let image = raw(
+        &hub.addr,
+        "GET",
+        "/v1/shell/terminal-url",
+        &[("Cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert_eq!(image.status, 403, "{}", image.body);
+    assert_eq!(image.json()["error"]["code"], "PERMISSION_DENIED");
+    assert_eq!(hub.metas().len(), listed_before, "nothing was created");
+    let link = raw(
+        &hub.addr,
+        "GET",
+        "/v1/shell/terminal-url?session_id=mine",
+        &[("Cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert_eq!(
+        link.status, 200,
+        "an existing terminal's link: {}",
+        link.body
+    );
+    let from_the_page = raw(
+        &hub.addr,
+        "GET",
+        "/v1/shell/terminal-url",
+        &[("Cookie", &cookie), ("Origin", &own)],
+        "",
+    )
+    .await;
+    assert_eq!(from_the_page.status, 200, "{}", from_the_page.body);
+}

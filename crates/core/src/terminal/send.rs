@@ -137,8 +137,8 @@ pub async fn send(
         Some(handle.shell_state().await?)
     };
     let after = shell.as_ref().and_then(|s| s.last_command);
-    let is_at_prompt = shell.is_some_and(|s| s.is_at_prompt)
-        && foreground.as_ref().is_some_and(|f| f.is_shell);
+    let is_at_prompt =
+        shell.is_some_and(|s| s.is_at_prompt) && foreground.as_ref().is_some_and(|f| f.is_shell);
     let ended = after.filter(|a| !a.status.is_running() && is_new(before, *a));
     let since = output_since(&probe.log, output_from);
     let (mut output, last_seq) = (since.text, since.last_seq);
