@@ -13,6 +13,7 @@ mod mcp;
 mod observe;
 mod rotation;
 mod send;
+mod tmux;
 mod v1_sdk;
 mod web;
 mod web_browser;

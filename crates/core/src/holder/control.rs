@@ -63,6 +63,8 @@ const LINGER: Duration = Duration::from_secs(2);
 const CWD_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// How often a dead pane's status is asked for again while tmux has not noticed the death.
 const DEAD_QUERY_EVERY: Duration = Duration::from_millis(50);
+/// How long after the pane's program exited tmux may take to tell its status.
+const DEAD_STATUS_PATIENCE: Duration = Duration::from_secs(5);
 
 enum Phase {
     Running,
@@ -120,6 +122,8 @@ pub(super) struct ControlHolder {
     /// Readable once the pane's program exited.
     pane_exit: Option<OwnedFd>,
     is_pane_exited: bool,
+    /// When the pane's program was seen to exit.
+    exited_at: Option<Instant>,
     /// When the dead pane's status was last asked for (one question at a time).
     dead_query: Option<Instant>,
     replies: VecDeque<Reply>,
@@ -163,6 +167,7 @@ impl ControlHolder {
             pane: None,
             pane_exit: None,
             is_pane_exited: false,
+            exited_at: None,
             dead_query: None,
             replies: VecDeque::new(),
             block: None,
@@ -325,6 +330,7 @@ impl ControlHolder {
         {
             self.pane_exit = None;
             self.is_pane_exited = true;
+            self.exited_at = Some(Instant::now());
         }
         self.ask_dead_status();
         for (i, &flags) in revents[first_client..].iter().enumerate() {
@@ -529,12 +535,22 @@ impl ControlHolder {
                 let line = lines.first().map(String::as_str).unwrap_or_default();
                 let mut fields = line.split(' ');
                 let is_dead = fields.next() == Some("1");
+                let code = fields.next().and_then(|f| f.parse().ok());
+                let signal = fields.next().and_then(|f| f.parse().ok());
+                // tmux marks a pane dead when its terminal closes, and knows the status only
+                // once it reaped the program: until then it is asked again, for a while.
+                let is_known = code.is_some() || signal.is_some();
+                let is_given_up = self
+                    .exited_at
+                    .is_some_and(|at| at.elapsed() >= DEAD_STATUS_PATIENCE);
                 if !is_ok {
+                    eprintln!(
+                        "holder: tmux cannot tell the pane's status: {}",
+                        lines.join(" | ")
+                    );
                     self.child_status = Some((None, None));
                     self.begin_ending();
-                } else if is_dead {
-                    let code = fields.next().and_then(|f| f.parse().ok());
-                    let signal = fields.next().and_then(|f| f.parse().ok());
+                } else if is_dead && (is_known || is_given_up) {
                     self.child_status = Some((if signal.is_some() { None } else { code }, signal));
                     self.begin_ending();
                 }
