@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ptyhub_core::backend::native::NativeBackend;
-use ptyhub_core::backend::tmux::TmuxBackend;
+use ptyhub_core::backend::tmux::{Recovery, TmuxBackend};
 use ptyhub_core::backend::{Backends, DefaultBackend};
 use ptyhub_core::event_log::{EVENT_LOG_KEEP_BYTES, EVENT_LOG_KEEP_MIN_BYTES};
 use ptyhub_core::holder::launch::HolderLauncher;
@@ -247,7 +247,14 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
         None => file.backend()?.unwrap_or_default(),
     };
     let launcher = HolderLauncher::current_exe().context("cannot find the ptyhub executable")?;
-    let tmux = TmuxBackend::new(launcher.clone(), args.tmux.or_else(|| file.tmux.clone()));
+    let tmux = TmuxBackend::new(
+        launcher.clone(),
+        args.tmux.or_else(|| file.tmux.clone()),
+        Some(Recovery {
+            state_dir: state_dir.clone(),
+            event_log_keep,
+        }),
+    );
     let registry = Registry::new(RegistryConfig {
         state_dir,
         runtime_dir: runtime_dir.clone(),

@@ -312,3 +312,54 @@ async fn an_unknown_or_unavailable_backend_creates_nothing() {
     assert_eq!(refused.status, 503, "{}", refused.body);
     assert!(strict.metas().is_empty(), "nothing was created");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_gives_a_tmux_session_whose_holder_died_a_new_holder() {
+    let mut hub = start_tmux();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    exec(&client, &id, "export KEPT=still-here").await;
+    let socket = info(&client, &id).await["tmux"]["socket"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let (pane, _) = terminal_pids(&hub, &id, &socket);
+
+    hub.kill_server();
+    let holders = hub.holder_pids();
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    ptyhub_test_support::kill_9(holders[0]);
+    wait_until("the holder is gone", || async {
+        (!is_alive(holders[0])).then_some(())
+    })
+    .await;
+    assert!(is_alive(pane), "tmux keeps the shell without its holder");
+
+    hub.restart();
+    let client = hub.http();
+    let kept = exec(&client, &id, "echo $KEPT").await;
+    assert_eq!(kept["output"], "still-here", "{kept}");
+    let after = info(&client, &id).await;
+    assert_eq!(after["state"], "running", "{after}");
+    let new_holders = hub.holder_pids();
+    assert!(
+        new_holders
+            .iter()
+            .all(|&pid| pid != holders[0] && is_alive(pid)),
+        "{new_holders:?}"
+    );
+    let (_, server) = terminal_pids(&hub, &id, &socket);
+    let closed = client
+        .send(
+            ptyhub_client::Method::DELETE,
+            &format!("/v2/pty/sessions/{id}"),
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("close: {e}"));
+    assert_eq!(closed.status, 200, "{}", closed.body);
+    wait_until("the reattached terminal's processes are gone", || async {
+        (!is_alive(pane) && !is_alive(server)).then_some(())
+    })
+    .await;
+}

@@ -8,7 +8,9 @@
 //!
 //! This module finds a usable tmux (on `PATH`, version 3.0 or newer) once, when the server
 //! starts, and says why not when there is none ([`Availability`]); it does not talk to tmux
-//! once a terminal runs (its holder does).
+//! once a terminal runs (its holder does). When a server connects to a terminal whose holder
+//! died but whose tmux session still runs, it starts a new holder that attaches to the
+//! session (output the pane wrote while no holder followed it is not in the log).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use super::native_link::HolderLink;
 use super::{Availability, Backend, BackendLink, BoxFuture, LaunchError, TerminalLog};
 use crate::holder::launch::HolderLauncher;
 use crate::holder::{HolderSpec, TmuxSpec};
-use crate::state_dir::{self, TerminalMeta};
+use crate::state_dir::{self, StateDir, TerminalMeta};
 
 /// The oldest tmux whose control mode has everything the holder uses (`send-keys -H`, a
 /// manual window size, `remain-on-exit` with `pane_dead_status`).
@@ -36,11 +38,27 @@ pub struct TmuxBackend {
     /// The tmux executable, when a usable one was found.
     program: Option<PathBuf>,
     availability: Availability,
+    /// Where terminals live and how much log they keep: what a new holder for a session
+    /// whose holder died needs.
+    recovery: Option<Recovery>,
+}
+
+/// What [`TmuxBackend`] needs to start a holder for a session that outlived its holder.
+#[derive(Clone, Debug)]
+pub struct Recovery {
+    pub state_dir: StateDir,
+    pub event_log_keep: u64,
 }
 
 impl TmuxBackend {
-    /// Looks for a usable tmux: `program` when given, else `tmux` on `PATH`.
-    pub fn new(launcher: HolderLauncher, program: Option<PathBuf>) -> Arc<Self> {
+    /// Looks for a usable tmux: `program` when given, else `tmux` on `PATH`. With `recovery`,
+    /// a terminal whose holder died while its tmux session lives gets a new holder when a
+    /// server connects to it.
+    pub fn new(
+        launcher: HolderLauncher,
+        program: Option<PathBuf>,
+        recovery: Option<Recovery>,
+    ) -> Arc<Self> {
         let (program, availability) = match program.or_else(|| find_on_path("tmux")) {
             None => (
                 None,
@@ -58,7 +76,70 @@ impl TmuxBackend {
             launcher,
             program,
             availability,
+            recovery,
         })
+    }
+
+    /// Starts a holder that attaches to the terminal's tmux session, when the session still
+    /// runs and its holder is gone. Returns whether one was started.
+    async fn reattach(&self, meta: &TerminalMeta) -> bool {
+        let (Some(program), Some(recovery), Some(target)) =
+            (&self.program, &self.recovery, &meta.tmux)
+        else {
+            return false;
+        };
+        if live_holder(&self.launcher.exe, meta).is_some() {
+            return false;
+        }
+        let is_alive = tokio::process::Command::new(program)
+            .arg("-S")
+            .arg(&target.socket)
+            .args(["has-session", "-t", &format!("={}", target.session)])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .await
+            .is_ok_and(|status| status.success());
+        if !is_alive {
+            return false;
+        }
+        let dir =
+            recovery
+                .state_dir
+                .terminal_dir(&meta.owner, &meta.agent, &meta.session, &meta.id);
+        let cwd = if Path::new(&meta.cwd).is_dir() {
+            PathBuf::from(&meta.cwd)
+        } else {
+            PathBuf::from("/")
+        };
+        let spec = HolderSpec {
+            dir,
+            socket: PathBuf::from(&meta.socket),
+            program: meta.command.first().cloned().unwrap_or_default(),
+            args: meta.command.iter().skip(1).cloned().collect(),
+            env: Vec::new(),
+            cwd,
+            cols: meta.cols,
+            rows: meta.rows,
+            event_log_keep: recovery.event_log_keep,
+            tmux: Some(TmuxSpec {
+                program: program.clone(),
+                socket: PathBuf::from(&target.socket),
+                session: target.session.clone(),
+                is_reattach: true,
+            }),
+        };
+        match self.launcher.launch(&spec).await {
+            Ok(_) => {
+                tracing::info!(id = %meta.id, "a new holder follows the tmux session");
+                true
+            }
+            Err(error) => {
+                tracing::warn!(id = %meta.id, %error, "cannot reattach to the tmux session");
+                false
+            }
+        }
     }
 }
 
@@ -116,7 +197,16 @@ impl Backend for TmuxBackend {
         after: Seq,
     ) -> BoxFuture<'a, std::io::Result<BackendLink>> {
         Box::pin(async move {
-            let (link, lines) = HolderLink::connect(Path::new(&meta.socket), after).await?;
+            let socket = Path::new(&meta.socket);
+            let (link, lines) = match HolderLink::connect(socket, after).await {
+                Ok(connected) => connected,
+                // The holder died, but tmux (and the terminal) may live on.
+                Err(error) if self.reattach(meta).await => {
+                    tracing::debug!(id = %meta.id, %error, "holder gone; reattached");
+                    HolderLink::connect(socket, after).await?
+                }
+                Err(error) => return Err(error),
+            };
             Ok(BackendLink {
                 requests: Box::new(link),
                 lines: Box::new(lines),

@@ -505,8 +505,8 @@ impl ControlHolder {
     fn is_our_pane(&self, pane: &[u8]) -> bool {
         match &self.pane {
             Some(ours) => ours.id.as_bytes() == pane,
-            // A fresh server's first pane, while its id is being asked for.
-            None => !self.tmux.is_reattach && pane == b"%0",
+            // The server's first pane (one server per terminal), while its id is asked for.
+            None => pane == b"%0",
         }
     }
 
