@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::{create, exec, get, post};
+use super::{create, exec, exec_raw, get, post};
 use ptyhub_client::Client;
 use ptyhub_test_support::{Ptyhub, data, is_alive, wait_until};
 
@@ -102,6 +102,22 @@ async fn a_tmux_terminal_does_what_a_native_one_does_and_a_person_can_type_in_it
     let ran = exec(&client, &id, "echo hi; (exit 3)").await;
     assert_eq!(ran["exit_code"], 3, "{ran}");
     assert_eq!(ran["output"], "hi", "{ran}");
+    // Input reaches the pane byte for byte (UTF-8 included), and a flood of output arrives
+    // whole and in order.
+    let accented = exec(&client, &id, "echo 'café ünïcode'").await;
+    assert_eq!(accented["output"], "café ünïcode", "{accented}");
+    let flood = exec_raw(
+        &client,
+        &id,
+        json!({ "command": "seq 1 50000", "truncate": false, "timeout": 60 }),
+    )
+    .await;
+    let expected: Vec<String> = (1..=50_000).map(|n| n.to_string()).collect();
+    assert_eq!(
+        data(&flood)["output"].as_str().unwrap_or_default(),
+        expected.join("\n"),
+        "every line of the flood, in order"
+    );
 
     // send: the kernel's view of the pane says the shell's `read` waits for input.
     let asked = post(
@@ -231,6 +247,15 @@ async fn a_tmux_terminal_outlives_the_server_and_its_exit_code_is_recorded() {
     assert_eq!(info(&client, &native).await["backend"], "native");
     let id = create(&client, json!({ "backend": "tmux" })).await;
     exec(&client, &id, "export KEPT=yes").await;
+    // The CLI creates by name too, and says how to attach.
+    let made = hub.cli(&["terminal", "create", "bot", "--backend", "tmux"]);
+    let printed = String::from_utf8_lossy(&made.stdout);
+    assert!(made.status.success(), "{printed}");
+    assert!(
+        printed.contains("attach with: tmux -S ")
+            && printed.contains("attach -t =terminal-bot-default"),
+        "{printed}"
+    );
 
     hub.restart();
     let client = hub.http();
