@@ -155,3 +155,124 @@ pub fn supports(kind: BackendKind) -> Vec<&'static str> {
     }
     names
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use ptyhub_protocol::api::BackendKind;
+    use ptyhub_protocol::error::ErrorCode;
+    use ptyhub_protocol::event::Seq;
+
+    use super::{BackendChoice, Backends, DefaultBackend};
+    use crate::backend::{Availability, Backend, BackendLink, BoxFuture, LaunchError, TerminalLog};
+    use crate::holder::HolderSpec;
+    use crate::state_dir::TerminalMeta;
+
+    /// A backend that only has a kind and an availability.
+    struct Named(BackendKind, Option<&'static str>);
+
+    impl Backend for Named {
+        fn kind(&self) -> BackendKind {
+            self.0
+        }
+
+        fn availability(&self) -> Availability {
+            Availability {
+                failure: self.1.map(str::to_owned),
+                version: None,
+            }
+        }
+
+        fn launch<'a>(&'a self, _: &'a HolderSpec) -> BoxFuture<'a, Result<(), LaunchError>> {
+            Box::pin(async { Err(LaunchError::new("not in these tests")) })
+        }
+
+        fn connect<'a>(
+            &'a self,
+            _: &'a TerminalMeta,
+            _: Seq,
+        ) -> BoxFuture<'a, std::io::Result<BackendLink>> {
+            Box::pin(async { Err(std::io::Error::other("not in these tests")) })
+        }
+
+        fn log(&self, dir: &Path) -> TerminalLog {
+            TerminalLog::in_dir(dir)
+        }
+
+        fn kill(&self, _: &TerminalMeta) {}
+    }
+
+    fn set(tmux_failure: Option<&'static str>, default: DefaultBackend) -> Backends {
+        Backends::new(
+            Arc::new(Named(BackendKind::Native, None)),
+            vec![Arc::new(Named(BackendKind::Tmux, tmux_failure))],
+            default,
+        )
+    }
+
+    fn chosen(backends: &Backends, choice: BackendChoice) -> Result<BackendKind, ErrorCode> {
+        backends
+            .choose(choice)
+            .map(|backend| backend.kind())
+            .map_err(|error| error.code())
+    }
+
+    #[test]
+    fn auto_prefers_a_ready_tmux_for_explicit_creates_only() {
+        let ready = set(None, DefaultBackend::Auto);
+        assert_eq!(ready.default_kind(), BackendKind::Tmux);
+        assert_eq!(
+            chosen(&ready, BackendChoice::ServerDefault),
+            Ok(BackendKind::Tmux)
+        );
+        assert_eq!(
+            chosen(&ready, BackendChoice::Implicit),
+            Ok(BackendKind::Native)
+        );
+        let missing = set(Some("no tmux binary on PATH"), DefaultBackend::Auto);
+        assert_eq!(missing.default_kind(), BackendKind::Native);
+        assert_eq!(
+            chosen(&missing, BackendChoice::ServerDefault),
+            Ok(BackendKind::Native)
+        );
+    }
+
+    #[test]
+    fn an_unavailable_backend_asked_for_is_backend_unavailable() {
+        let missing = set(Some("no tmux binary on PATH"), DefaultBackend::Auto);
+        assert_eq!(
+            chosen(&missing, BackendChoice::Named(BackendKind::Tmux)),
+            Err(ErrorCode::BackendUnavailable)
+        );
+        let pinned = set(
+            Some("no tmux binary on PATH"),
+            DefaultBackend::Kind(BackendKind::Tmux),
+        );
+        assert_eq!(
+            chosen(&pinned, BackendChoice::ServerDefault),
+            Err(ErrorCode::BackendUnavailable)
+        );
+        assert_eq!(
+            chosen(&pinned, BackendChoice::Implicit),
+            Ok(BackendKind::Native)
+        );
+    }
+
+    #[test]
+    fn terminals_are_followed_by_the_backend_their_meta_names() {
+        let backends = set(None, DefaultBackend::Auto);
+        assert_eq!(
+            backends.for_kind(BackendKind::Tmux).kind(),
+            BackendKind::Tmux
+        );
+        let native_only = Backends::single(Arc::new(Named(BackendKind::Native, None)));
+        assert_eq!(
+            native_only.for_kind(BackendKind::Tmux).kind(),
+            BackendKind::Native
+        );
+        assert_eq!(DefaultBackend::parse("auto"), Some(DefaultBackend::Auto));
+        assert_eq!(DefaultBackend::parse("screen"), None);
+    }
+}
