@@ -388,3 +388,91 @@ async fn a_restarted_server_gives_a_tmux_session_whose_holder_died_a_new_holder(
     })
     .await;
 }
+
+/// Reads JSON frames from `socket` until the text of its output frames contains `needle`
+/// (with an empty `needle`, until the first frame); returns every frame seen.
+async fn read_output_until(socket: &mut ptyhub_client::LiveSocket, needle: &str) -> Vec<Value> {
+    use futures_util::StreamExt;
+    let mut frames = Vec::new();
+    let mut text = String::new();
+    while frames.is_empty() || !text.contains(needle) {
+        let next = tokio::time::timeout(ptyhub_test_support::default_timeout(), socket.next())
+            .await
+            .unwrap_or_else(|_| panic!("no {needle:?} within the timeout; saw {text:?}"));
+        match next {
+            Some(Ok(ptyhub_client::LiveMessage::Text(frame))) => {
+                let frame: Value = serde_json::from_str(frame.as_str())
+                    .unwrap_or_else(|e| panic!("frame is not JSON: {e}"));
+                if frame["type"] == "output" {
+                    text.push_str(frame["data"].as_str().unwrap_or_default());
+                }
+                frames.push(frame);
+            }
+            Some(Ok(_)) => {}
+            _ => panic!("the connection ended before {needle:?}; saw {text:?}"),
+        }
+    }
+    frames
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_and_watch_follow_a_tmux_terminal() {
+    use futures_util::SinkExt;
+    let hub = start_tmux();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let socket_path = info(&client, &id).await["tmux"]["socket"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let session = format!(
+        "={}:",
+        info(&client, &id).await["tmux"]["session"]
+            .as_str()
+            .unwrap_or_default()
+    );
+
+    let connect = |query: &'static str| {
+        let client = client.clone();
+        let path = format!("/v2/pty/sessions/{id}/ws?{query}");
+        async move {
+            client
+                .websocket(&path)
+                .await
+                .unwrap_or_else(|e| panic!("websocket {path}: {e}"))
+        }
+    };
+    let mut relay = connect("").await;
+    let mut watcher = connect("mode=watch").await;
+    let ready = read_output_until(&mut relay, "").await;
+    let ready = ready
+        .iter()
+        .find(|frame| frame["type"] == "ready")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(ready["backend"], "tmux", "{ready}");
+
+    relay
+        .send(ptyhub_client::LiveMessage::Text(
+            json!({ "type": "input", "data": "echo ws-$((6 * 7))\n" })
+                .to_string()
+                .into(),
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
+    read_output_until(&mut relay, "ws-42").await;
+    read_output_until(&mut watcher, "ws-42").await;
+
+    // What a person types in tmux reaches the watcher too.
+    tmux(
+        &socket_path,
+        &[
+            "send-keys",
+            "-t",
+            &session,
+            "echo person-$((2 * 3))",
+            "Enter",
+        ],
+    );
+    read_output_until(&mut watcher, "person-6").await;
+}
