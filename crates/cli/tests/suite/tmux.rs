@@ -112,6 +112,10 @@ async fn a_tmux_terminal_does_what_a_native_one_does_and_a_person_can_type_in_it
         json!({ "command": "seq 1 50000", "truncate": false, "timeout": 60 }),
     )
     .await;
+    // A long command goes in as many send-keys commands, in order.
+    let long = format!("echo {} | wc -c", "x".repeat(20_000));
+    let counted = exec(&client, &id, &long).await;
+    assert_eq!(counted["output"], "20001", "{counted}");
     let expected: Vec<String> = (1..=50_000).map(|n| n.to_string()).collect();
     assert_eq!(
         data(&flood)["output"].as_str().unwrap_or_default(),
