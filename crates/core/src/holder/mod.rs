@@ -24,6 +24,7 @@
 
 mod clients;
 mod control;
+mod control_client;
 mod event_loop;
 pub mod launch;
 mod pty;
