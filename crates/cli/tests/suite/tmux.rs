@@ -78,6 +78,16 @@ async fn a_tmux_terminal_does_what_a_native_one_does_and_a_person_can_type_in_it
     assert_eq!(listed[1]["default"], true, "{listed}");
     assert_eq!(data(&backends)["default"], "tmux");
 
+    // A terminal nobody created by name stays native: v1 exec's on a new id.
+    let implicit = post(
+        &client,
+        "/v1/shell/exec",
+        json!({ "id": "made-by-exec", "command": "true" }),
+    )
+    .await;
+    assert_eq!(implicit.status, 200, "{}", implicit.body);
+    assert_eq!(info(&client, "made-by-exec").await["backend"], "native");
+
     // An explicit create without a backend gets the default: tmux.
     let id = create(&client, json!({ "id": "tmux.one", "cwd": "/tmp" })).await;
     let created = info(&client, &id).await;
@@ -466,6 +476,19 @@ async fn attach_and_watch_follow_a_tmux_terminal() {
         .unwrap_or_else(|e| panic!("send: {e}"));
     read_output_until(&mut relay, "ws-42").await;
     read_output_until(&mut watcher, "ws-42").await;
+
+    // An anonymous terminal is native even where the default is tmux.
+    let mut anonymous = client
+        .websocket("/v2/pty/ws")
+        .await
+        .unwrap_or_else(|e| panic!("anonymous websocket: {e}"));
+    let frames = read_output_until(&mut anonymous, "").await;
+    let anonymous_ready = frames
+        .iter()
+        .find(|frame| frame["type"] == "ready")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(anonymous_ready["backend"], "native", "{anonymous_ready}");
 
     // What a person types in tmux reaches the watcher too.
     tmux(
