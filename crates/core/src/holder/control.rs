@@ -170,14 +170,29 @@ impl ControlHolder {
             last_cwd_check: Instant::now(),
             has_heap_activity: true,
         };
-        let target = format!("={}:", holder.tmux.session);
-        holder.command(
+        match holder.begin() {
+            Ok(()) => Ok(holder),
+            Err(error) => {
+                // A session that never became a terminal is not left behind (one that a
+                // reattach could not follow is left to the next try).
+                if !holder.tmux.is_reattach {
+                    holder.signal_remaining(Signal::KILL);
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Learns the pane, records the running terminal and appends its start.
+    fn begin(&mut self) -> io::Result<()> {
+        let target = format!("={}:", self.tmux.session);
+        self.command(
             &format!("display-message -p -t {target} '#{{pane_id}} #{{pane_pid}}'"),
             Reply::PaneInfo,
         );
         let deadline = Instant::now() + START_TIMEOUT;
-        while holder.pane.is_none() {
-            if holder.control.is_none() {
+        while self.pane.is_none() {
+            if self.control.is_none() {
                 return Err(io::Error::other(
                     "tmux ended before the session started (see holder.log)",
                 ));
@@ -185,44 +200,44 @@ impl ControlHolder {
             if Instant::now() >= deadline {
                 return Err(io::Error::other("tmux did not start the session in time"));
             }
-            holder.wait_for_control(Duration::from_millis(100));
+            self.wait_for_control(Duration::from_millis(100));
         }
-        let pane = holder
+        let pane = self
             .pane
             .clone()
             .ok_or_else(|| io::Error::other("no pane"))?;
-        holder.pane_exit = Some(rustix::process::pidfd_open(
+        self.pane_exit = Some(rustix::process::pidfd_open(
             rustix::process::Pid::from_raw(i32::try_from(pane.pid).unwrap_or(-1))
                 .ok_or_else(|| io::Error::other("the pane has no pid"))?,
             rustix::process::PidfdFlags::empty(),
         )?);
-        holder.meta.state = TerminalState::Running;
-        holder.meta.holder_pid = Some(std::process::id());
-        holder.meta.pid = Some(pane.pid);
-        holder.meta.exit_code = None;
-        holder.meta.signal = None;
-        holder.meta.ended_at = None;
-        holder.meta.closed = false;
-        holder.meta.cols = holder.spec.cols;
-        holder.meta.rows = holder.spec.rows;
-        holder.meta.tmux = Some(TmuxTarget {
-            socket: holder.tmux.socket.to_string_lossy().into_owned(),
-            session: holder.tmux.session.clone(),
+        self.meta.state = TerminalState::Running;
+        self.meta.holder_pid = Some(std::process::id());
+        self.meta.pid = Some(pane.pid);
+        self.meta.exit_code = None;
+        self.meta.signal = None;
+        self.meta.ended_at = None;
+        self.meta.closed = false;
+        self.meta.cols = self.spec.cols;
+        self.meta.rows = self.spec.rows;
+        self.meta.tmux = Some(TmuxTarget {
+            socket: self.tmux.socket.to_string_lossy().into_owned(),
+            session: self.tmux.session.clone(),
         });
-        state_dir::write_meta(&holder.spec.dir, &holder.meta)?;
-        if !holder.tmux.is_reattach {
+        state_dir::write_meta(&self.spec.dir, &self.meta)?;
+        if !self.tmux.is_reattach {
             let start = EventKind::Start {
-                instance: holder.meta.instance,
+                instance: self.meta.instance,
                 pid: pane.pid,
-                command: holder.meta.command.clone(),
-                cols: holder.spec.cols,
-                rows: holder.spec.rows,
+                command: self.meta.command.clone(),
+                cols: self.spec.cols,
+                rows: self.spec.rows,
             };
-            holder.log.append(start)?;
+            self.log.append(start)?;
         }
-        holder.is_started = true;
-        holder.flush_output();
-        Ok(holder)
+        self.is_started = true;
+        self.flush_output();
+        Ok(())
     }
 
     /// The pane's program (the terminal's shell).
