@@ -7,6 +7,7 @@
 //! max_terminals = 20
 //! idle_close_secs = 3600
 //! event_log_keep = "64M"
+//! backend = "auto"                   # auto, native or tmux (docs/backends.md)
 //!
 //! [[tokens]]
 //! token = "a-long-random-secret"     # 16 characters at least
@@ -35,6 +36,10 @@ pub struct FileConfig {
     pub idle_close_secs: Option<u64>,
     /// Bytes, as a number or a string with a K/M/G suffix.
     pub event_log_keep: Option<ByteCount>,
+    /// What an explicit create without `backend` gets: `auto`, `native` or `tmux`.
+    pub backend: Option<String>,
+    /// The tmux executable of the tmux backend.
+    pub tmux: Option<PathBuf>,
     pub token: Option<String>,
     #[serde(default)]
     pub tokens: Vec<TokenEntry>,
@@ -128,6 +133,14 @@ impl FileConfig {
         Ok(grants)
     }
 
+    /// `backend`, checked like the flag.
+    pub fn backend(&self) -> anyhow::Result<Option<ptyhub_core::backend::DefaultBackend>> {
+        self.backend
+            .as_deref()
+            .map(|name| crate::parse_backend(name).map_err(|e| anyhow::anyhow!("backend: {e}")))
+            .transpose()
+    }
+
     /// `event_log_keep` in bytes, checked like the flag.
     pub fn event_log_keep(&self) -> anyhow::Result<Option<u64>> {
         match &self.event_log_keep {
@@ -164,6 +177,15 @@ mod tests {
         assert_eq!(grants[0].capabilities, vec![Capability::Read]);
         assert_eq!(ok.event_log_keep().ok().flatten(), Some(1 << 20));
         assert!(parse("nonsense = 1").is_err(), "unknown keys are refused");
+        let tmux = parse(r#"backend = "tmux""#).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            tmux.backend().ok().flatten(),
+            Some(ptyhub_core::backend::DefaultBackend::Kind(
+                ptyhub_protocol::api::BackendKind::Tmux
+            ))
+        );
+        let bad = parse(r#"backend = "screen""#).unwrap_or_else(|e| panic!("{e}"));
+        assert!(bad.backend().is_err(), "an unknown backend is refused");
         for bad in [
             r#"[[tokens]]
                token = "short"

@@ -20,6 +20,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ptyhub_core::backend::native::NativeBackend;
+use ptyhub_core::backend::tmux::{Recovery, TmuxBackend};
+use ptyhub_core::backend::{Backends, DefaultBackend};
 use ptyhub_core::event_log::{EVENT_LOG_KEEP_BYTES, EVENT_LOG_KEEP_MIN_BYTES};
 use ptyhub_core::holder::launch::HolderLauncher;
 use ptyhub_core::registry::{Limits, Registry, RegistryConfig};
@@ -94,6 +96,20 @@ struct ServeArgs {
     /// with chosen capabilities. [default: <state dir>/config.toml if it exists]
     #[arg(long, env = "PTYHUB_CONFIG")]
     config: Option<PathBuf>,
+    /// What hosts a terminal created by name without a `backend`: `auto` (tmux when a usable
+    /// tmux is found, else native), `native` or `tmux` (docs/backends.md). Terminals made by
+    /// exec or an anonymous WebSocket are always native. [default: auto]
+    #[arg(long, env = "PTYHUB_BACKEND", value_parser = parse_backend)]
+    backend: Option<DefaultBackend>,
+    /// The tmux executable of the tmux backend. [default: tmux on PATH]
+    #[arg(long, env = "PTYHUB_TMUX")]
+    tmux: Option<PathBuf>,
+}
+
+/// `--backend` / `PTYHUB_BACKEND`.
+fn parse_backend(text: &str) -> Result<DefaultBackend, String> {
+    DefaultBackend::parse(text)
+        .ok_or_else(|| format!("{text:?} is not a backend (auto, native or tmux)"))
 }
 
 fn main() -> std::process::ExitCode {
@@ -226,12 +242,23 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
         None => paths::load_or_create_token(&state_path)?,
     };
     let grants = file.grants(&token)?;
+    let default_backend = match args.backend {
+        Some(backend) => backend,
+        None => file.backend()?.unwrap_or_default(),
+    };
+    let launcher = HolderLauncher::current_exe().context("cannot find the ptyhub executable")?;
+    let tmux = TmuxBackend::new(
+        launcher.clone(),
+        args.tmux.or_else(|| file.tmux.clone()),
+        Some(Recovery {
+            state_dir: state_dir.clone(),
+            event_log_keep,
+        }),
+    );
     let registry = Registry::new(RegistryConfig {
         state_dir,
         runtime_dir: runtime_dir.clone(),
-        backend: NativeBackend::new(
-            HolderLauncher::current_exe().context("cannot find the ptyhub executable")?,
-        ),
+        backends: Backends::new(NativeBackend::new(launcher), vec![tmux], default_backend),
         limits: Limits {
             max_live: max_terminals.max(1),
             idle_close: Duration::from_secs(idle_close_secs.max(1)),

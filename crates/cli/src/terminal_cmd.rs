@@ -26,6 +26,9 @@ pub enum TerminalCommand {
         /// An explicit terminal id (default: terminal-<agent>-<session>).
         #[arg(long)]
         id: Option<String>,
+        /// What hosts it: native or tmux (default: the server's, see docs/backends.md).
+        #[arg(long)]
+        backend: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -170,6 +173,13 @@ fn print_info(info: &TerminalInfo) {
         info.cols,
         info.rows
     );
+    if let Some(tmux) = &info.tmux {
+        println!(
+            "  attach with: tmux -S {} attach -t ={}",
+            clean(&tmux.socket),
+            clean(&tmux.session)
+        );
+    }
 }
 
 async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, ClientError> {
@@ -179,6 +189,7 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
             session,
             cwd,
             id,
+            backend,
             json,
         } => {
             let params = CreateSessionParams {
@@ -186,6 +197,7 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
                 session,
                 cwd,
                 id,
+                backend,
                 ..CreateSessionParams::default()
             };
             let info = client.create(&params).await?;

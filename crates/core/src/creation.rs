@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::error::TerminalError;
 use ptyhub_protocol::ids::{Name, TermSize, TerminalId};
 
+use crate::backend::{Backend, BackendChoice};
 use crate::holder::HolderSpec;
 use crate::registry::RegistryConfig;
 use crate::secret::random_token;
@@ -28,6 +29,8 @@ pub struct CreateSpec {
     pub shell: Option<String>,
     /// Lives and dies with one connection (`/v2/pty/ws`): never listed.
     pub anonymous: bool,
+    /// What hosts it (the default: native, for terminals nobody created by name).
+    pub backend: BackendChoice,
 }
 
 /// A checked request: everything the terminal will be, before anything exists.
@@ -86,6 +89,7 @@ impl Plan {
         owner: &str,
         placement: Placement,
         config: &RegistryConfig,
+        backend: &dyn Backend,
     ) -> Result<TerminalMeta, TerminalError> {
         let Placement {
             dir,
@@ -130,7 +134,8 @@ impl Plan {
             integration_nonce: nonce,
             process_mark: process_mark.clone(),
             anonymous: self.anonymous,
-            backend: config.backend.kind(),
+            backend: backend.kind(),
+            tmux: None,
         };
         state_dir::write_meta(&dir, &meta)
             .map_err(|e| TerminalError::internal(format!("cannot write meta.json: {e}")))?;
@@ -144,8 +149,9 @@ impl Plan {
             cols: size.cols,
             rows: size.rows,
             event_log_keep: config.limits.event_log_keep,
+            tmux: None,
         };
-        if let Err(error) = config.backend.launch(&holder_spec).await {
+        if let Err(error) = backend.launch(&holder_spec).await {
             for file in &launch.files {
                 let _ = std::fs::remove_file(file).or_else(|_| std::fs::remove_dir_all(file));
             }

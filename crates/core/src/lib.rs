@@ -1,9 +1,10 @@
 //! The ptyhub terminal core: everything about terminals, nothing about HTTP.
 //!
 //! - [`backend`]: the seam between a terminal's actor and what hosts it ([`backend::Backend`];
-//!   [`backend::native`], a holder process per terminal, is the one implementation);
-//! - [`holder`]: the per-terminal holder process (PTY, program, event log, socket) and the
-//!   native backend's launcher for it;
+//!   [`backend::native`], a holder process per terminal, and [`backend::tmux`], a tmux session
+//!   followed by a holder in control mode);
+//! - [`holder`]: the per-terminal holder process (PTY or tmux control mode, program, event
+//!   log, socket) and the backends' launcher for it;
 //! - [`event_log`]: a terminal's `events.jsonl` segments, written by the holder and read by
 //!   everyone else through a [`event_log::TerminalLog`];
 //! - [`memory`]: handing freed heap memory back to the system;

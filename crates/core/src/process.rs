@@ -433,6 +433,27 @@ fn foreground_in(table: &[ProcessEntry], leader: u32) -> Option<Foreground> {
     })
 }
 
+/// The terminal `pid`'s standard input is on (its `/proc/<pid>/fd/0`).
+pub fn terminal_of(pid: u32) -> Option<PathBuf> {
+    fs::read_link(format!("/proc/{pid}/fd/0")).ok()
+}
+
+/// Discards the unread input of the terminal `tty` (`tcflush(TCIFLUSH)`); returns how many
+/// bytes of complete lines it held (a partial line in canonical mode goes too).
+pub fn discard_unread_input(tty: &std::path::Path) -> Option<u64> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(tty, flags, Mode::empty()).ok()?;
+    discard_unread(&fd)
+}
+
+/// Discards the unread input of the terminal open as `fd`; returns how many bytes it held.
+pub fn discard_unread(fd: impl std::os::fd::AsFd) -> Option<u64> {
+    let unread = rustix::io::ioctl_fionread(&fd).ok();
+    rustix::termios::tcflush(&fd, rustix::termios::QueueSelector::IFlush).ok()?;
+    unread
+}
+
 /// The terminal's line discipline as one open of it sees it.
 #[derive(Default)]
 struct LineState {

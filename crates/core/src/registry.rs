@@ -15,7 +15,7 @@ use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::TerminalId;
 use tokio::sync::Mutex;
 
-use crate::backend::{Backend, TerminalLog};
+use crate::backend::{Backends, TerminalLog};
 pub use crate::creation::CreateSpec;
 use crate::creation::{Placement, Plan};
 use crate::event_log::EVENT_LOG_KEEP_BYTES;
@@ -35,8 +35,8 @@ pub struct RegistryConfig {
     pub state_dir: StateDir,
     /// Private directory for holder sockets and integration files (short paths).
     pub runtime_dir: PathBuf,
-    /// What hosts every terminal.
-    pub backend: Arc<dyn Backend>,
+    /// What hosts terminals: each is followed by the backend its `meta.json` names.
+    pub backends: Backends,
     pub limits: Limits,
 }
 
@@ -142,7 +142,8 @@ impl Registry {
                 }
                 // A closed terminal is history only: no actor replays it.
                 let handle = (!is_closed).then(|| {
-                    TerminalHandle::spawn(dir.clone(), meta, Arc::clone(&self.config.backend))
+                    let backend = self.config.backends.for_kind(meta.backend);
+                    TerminalHandle::spawn(dir.clone(), meta, backend)
                 });
                 entries.insert(key, Entry::new(handle, dir, is_anonymous));
             }
@@ -196,6 +197,11 @@ impl Registry {
             }
             _ => Err(TerminalError::not_found(id)),
         }
+    }
+
+    /// The backends this server runs with.
+    pub fn backends(&self) -> &Backends {
+        &self.config.backends
     }
 
     /// Live terminals (all owners: the limit is the server's).
@@ -315,7 +321,7 @@ impl Registry {
         for (handle, dir) in found {
             let info = match handle {
                 Some(handle) => handle.info().await.ok(),
-                None => closed_info(&dir, &self.config.backend.log(&dir)),
+                None => closed_info(&dir, &self.config.backends.log(&dir)),
             };
             infos.extend(info);
         }
@@ -329,7 +335,10 @@ impl Registry {
         owner: &str,
         spec: CreateSpec,
     ) -> Result<(TerminalHandle, bool), TerminalError> {
+        let choice = spec.backend;
         let plan = Plan::new(spec)?;
+        // Before anything exists: an unavailable backend creates nothing.
+        let backend = self.config.backends.choose(choice)?;
         let (id, agent, session) = (plan.id.clone(), plan.agent.clone(), plan.session.clone());
 
         // Creations are serialized among themselves (an id is created once); lookups and
@@ -384,9 +393,10 @@ impl Registry {
                     created_at,
                 },
                 &self.config,
+                backend.as_ref(),
             )
             .await?;
-        let handle = TerminalHandle::spawn(dir.clone(), meta, Arc::clone(&self.config.backend));
+        let handle = TerminalHandle::spawn(dir.clone(), meta, backend);
         self.entries
             .lock()
             .await
@@ -426,7 +436,7 @@ impl Registry {
                 .map(|e| e.dir.clone())
                 .ok_or_else(|| TerminalError::not_found(id))?
         };
-        let log = self.config.backend.log(&dir);
+        let log = self.config.backends.log(&dir);
         read_events_page(&log, &parsed, after, limit.clamp(1, EVENTS_PAGE_MAX))
     }
 }

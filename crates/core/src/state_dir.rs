@@ -14,7 +14,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 pub use ptyhub_protocol::api::TerminalState;
-use ptyhub_protocol::api::{BackendKind, TerminalInfo};
+use ptyhub_protocol::api::{BackendKind, TerminalInfo, TmuxTarget};
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::{Name, TerminalId};
 use serde::{Deserialize, Serialize};
@@ -73,6 +73,10 @@ pub struct TerminalMeta {
     /// `native`).
     #[serde(default)]
     pub backend: BackendKind,
+    /// The tmux socket and session of a `tmux` terminal (written by its holder once the
+    /// session runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmux: Option<TmuxTarget>,
 }
 
 impl TerminalMeta {
@@ -102,6 +106,7 @@ impl TerminalMeta {
             last_seq,
             closed: self.closed,
             backend: self.backend,
+            tmux: self.tmux.clone(),
         }
     }
 }

@@ -63,25 +63,37 @@ impl TerminalState {
     }
 }
 
-/// What hosts a terminal's PTY, processes and event log. Only `native` (a holder process per
-/// terminal) exists today; the name is the wire's and `meta.json`'s spelling.
+/// What hosts a terminal's PTY, processes and event log (docs/backends.md). The name is the
+/// wire's and `meta.json`'s spelling.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum BackendKind {
-    /// A holder process per terminal on this machine.
+    /// A holder process per terminal on this machine, owning the PTY.
     #[default]
     Native,
+    /// A tmux session on a socket ptyhub owns, followed by a holder in tmux's control mode: a
+    /// person can `tmux -S <socket> attach -t <session>` beside the agent.
+    Tmux,
 }
 
 impl BackendKind {
+    /// Every backend, in the order `/v2/backends` lists them.
+    pub const ALL: [Self; 2] = [Self::Native, Self::Tmux];
+
     /// The wire spelling, e.g. `native`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Native => "native",
+            Self::Tmux => "tmux",
         }
+    }
+
+    /// The backend a wire name spells, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
     }
 }
 
@@ -89,6 +101,60 @@ impl std::fmt::Display for BackendKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Where a tmux-hosted terminal lives, so a person can attach to it:
+/// `tmux -S <socket> attach -t <session>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TmuxTarget {
+    /// The tmux server's socket (in a 0700 directory ptyhub owns).
+    pub socket: String,
+    /// The tmux session's name (the terminal id, with `.` spelled `_` as tmux requires).
+    pub session: String,
+}
+
+/// Whether a backend can host terminals now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BackendStatus {
+    /// Terminals can be created on it.
+    Ready,
+    /// It cannot host terminals here; `reason` says why.
+    Failed,
+}
+
+/// One entry of `GET /v2/backends`.
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BackendInfo {
+    /// The backend's name, as `backend` in create takes it.
+    #[serde(rename = "type")]
+    pub kind: BackendKind,
+    /// Whether it can host terminals now.
+    pub status: BackendStatus,
+    /// Why it cannot (with status `failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Whether an explicit create without `backend` uses it.
+    #[serde(rename = "default")]
+    pub is_default: bool,
+    /// The version of the program behind it, when it has one (tmux's `-V`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The shell new terminals start by default (native only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    /// What it supports, by name (docs/backends.md#supports).
+    pub supports: Vec<String>,
+}
+
+/// `GET /v2/backends`.
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BackendsResponse {
+    /// Every backend this server knows, `native` first.
+    pub backends: Vec<BackendInfo>,
+    /// What an explicit create without `backend` uses now.
+    pub default: BackendKind,
 }
 
 /// The lifecycle of one command, as exec, wait, screen and the server-sent `result` event
@@ -153,6 +219,11 @@ pub struct CreateSessionParams {
     /// (docs/terminology.md#session).
     #[serde(default)]
     pub session: Option<String>,
+    /// What hosts it: `native` or `tmux` (docs/backends.md). Absent: the server's default
+    /// (`PTYHUB_BACKEND`). An unknown name is `INVALID_INPUT`; a known one that cannot host
+    /// terminals here is `BACKEND_UNAVAILABLE`; neither creates anything.
+    #[serde(default)]
+    pub backend: Option<String>,
 }
 
 /// One terminal as create, list and status show it (`meta.json` plus what its actor knows).
@@ -200,6 +271,9 @@ pub struct TerminalInfo {
     pub closed: bool,
     /// What hosts it.
     pub backend: BackendKind,
+    /// Where a `tmux` terminal can be attached to by a person; absent on other backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmux: Option<TmuxTarget>,
 }
 
 /// `POST …/exec` (also the body v1 exec is translated to): run one command in the

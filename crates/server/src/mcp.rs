@@ -45,6 +45,9 @@ struct OpenArgs {
     cols: Option<u16>,
     /// Terminal height in rows (default 40).
     rows: Option<u16>,
+    /// What hosts it: `native` or `tmux` (a person can then `tmux attach` to it); default:
+    /// the server's.
+    backend: Option<String>,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -165,6 +168,7 @@ impl PtyhubMcp {
             cwd: a.cwd,
             cols: a.cols,
             rows: a.rows,
+            backend: a.backend,
             ..CreateSessionParams::default()
         };
         Ok(tool_result(self.client_for(&context).create(&params).await))

@@ -10,12 +10,14 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
+use ptyhub_core::backend::BackendChoice;
+use ptyhub_core::error::TerminalError;
 use ptyhub_core::exec::{self, ExecOptions, JobOptions, parse_seconds};
 use ptyhub_core::registry::{CreateSpec, EVENTS_PAGE_MAX};
 use ptyhub_protocol::api::{
-    CommandResult, CreateSessionParams, Envelope, EventsResponse, ExecParams, InputParams,
-    InputResponse, ResizeParams, ScreenResponse, SendParams, SendResponse, SignalParams,
-    SignalResponse, TerminalInfo, WaitParams,
+    BackendInfo, BackendKind, BackendStatus, BackendsResponse, CommandResult, CreateSessionParams,
+    Envelope, EventsResponse, ExecParams, InputParams, InputResponse, ResizeParams, ScreenResponse,
+    SendParams, SendResponse, SignalParams, SignalResponse, TerminalInfo, WaitParams,
 };
 use ptyhub_protocol::error::ApiError;
 use ptyhub_protocol::event::Seq;
@@ -85,6 +87,15 @@ async fn create(
         env: params.env.unwrap_or_default(),
         shell: params.shell,
         anonymous: false,
+        backend: match params.backend.as_deref() {
+            None => BackendChoice::ServerDefault,
+            Some(name) => BackendChoice::Named(BackendKind::parse(name).ok_or_else(|| {
+                TerminalError::invalid(format!(
+                    "unknown backend {:?} (known: native, tmux)",
+                    ptyhub_protocol::ids::truncate_for_message(name)
+                ))
+            })?),
+        },
     };
     let (handle, is_new) = state.registry.create(&principal.owner, spec).await?;
     let info = handle.info().await?;
@@ -308,13 +319,46 @@ async fn version() -> Json<Envelope<serde_json::Value>> {
     ))
 }
 
-#[utoipa::path(get, path = "/v2/backends", tag = "v2", operation_id = "v2_backends", responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
-async fn backends() -> Json<Envelope<serde_json::Value>> {
+#[utoipa::path(get, path = "/v2/backends", tag = "v2", operation_id = "v2_backends", responses((status = 200, description = "inside the {success, message, data} envelope", body = BackendsResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+async fn backends(State(state): State<AppState>) -> Json<Envelope<BackendsResponse>> {
+    let backends = state.registry.backends();
     let shell = ptyhub_core::shell::default_shell();
-    let status = if shell.is_some() { "ready" } else { "failed" };
+    let list = backends
+        .describe()
+        .into_iter()
+        .map(|(kind, availability, is_default)| {
+            // Every backend runs a shell: without one none can host a terminal.
+            let failure = availability.failure.or_else(|| {
+                shell
+                    .is_none()
+                    .then(|| "no shell found (bash, sh or the login shell)".to_owned())
+            });
+            BackendInfo {
+                kind,
+                status: if failure.is_some() {
+                    BackendStatus::Failed
+                } else {
+                    BackendStatus::Ready
+                },
+                reason: failure,
+                is_default,
+                version: availability.version,
+                shell: (kind == BackendKind::Native)
+                    .then(|| shell.clone())
+                    .flatten(),
+                supports: ptyhub_core::backend::supports(kind)
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect(),
+            }
+        })
+        .collect();
     Json(Envelope::ok(
         "Backends",
-        serde_json::json!({ "backends": [{ "type": ptyhub_protocol::api::BackendKind::Native, "status": status, "shell": shell }] }),
+        BackendsResponse {
+            backends: list,
+            default: backends.default_kind(),
+        },
     ))
 }
 

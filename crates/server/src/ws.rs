@@ -347,7 +347,7 @@ async fn serve(
     let ready_frame = ServerFrame::Ready {
         session_id: (!is_anonymous).then(|| ready.session_id.clone()),
         transport,
-        backend: ptyhub_protocol::api::BackendKind::Native,
+        backend: ready.backend,
         resumed: ready.resumed,
         mode: wire_mode(mode),
         seq: ready.seq,

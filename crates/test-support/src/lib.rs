@@ -119,6 +119,8 @@ impl Ptyhub {
             // Also in the environment, so tests can check it never reaches a shell.
             .env("PTYHUB_TOKEN", &self.token)
             .env_remove("PTYHUB_SOCKET")
+            // Every test keeps the native backend unless it asks for another one.
+            .env("PTYHUB_BACKEND", "native")
             .envs(self.serve_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -357,6 +359,22 @@ impl Drop for Ptyhub {
             for pid in descendants(holder).into_iter().chain([holder]) {
                 // Processes this test started (found under its holders).
                 ptyhub_core::process::kill(pid, rustix::process::Signal::KILL);
+            }
+        }
+        for meta in self.metas() {
+            // A tmux terminal's server, by its socket, and whatever carries its mark.
+            if let Some(socket) = meta.pointer("/tmux/socket").and_then(Value::as_str) {
+                let _ = Command::new("tmux")
+                    .args(["-S", socket, "kill-server"])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+            if let Some(mark) = meta.get("process_mark").and_then(Value::as_str) {
+                for pid in ptyhub_core::process::marked_processes(mark) {
+                    ptyhub_core::process::kill(pid, rustix::process::Signal::KILL);
+                }
             }
         }
     }

@@ -14,6 +14,7 @@ mod observe;
 mod rotation;
 mod send;
 mod send_truth;
+mod tmux;
 mod v1_sdk;
 mod web;
 mod web_browser;

@@ -202,6 +202,7 @@ impl FakeHost {
             process_mark: String::new(),
             anonymous: false,
             backend: BackendKind::Native,
+            tmux: None,
         }
     }
 }

@@ -12,13 +12,23 @@
 //! implementation of this trait, not a change to the actor.
 //!
 //! Implementations:
-//! - [`native`]: a holder process per terminal, over its unix socket (the only one today);
+//! - [`native`]: a holder process per terminal, over its unix socket;
+//! - [`tmux`]: a tmux session on a socket ptyhub owns, followed by a holder in tmux's control
+//!   mode (the same holder protocol, so the actor cannot tell it from native);
 //! - a fake driven by recorded logs, for the actor's unit tests (`fake`, tests only).
+//!
+//! [`Backends`] is the set a server runs with: which backend each terminal's `meta.json`
+//! names, which ones can host terminals now ([`Availability`]) and which one a create that
+//! names none gets ([`DefaultBackend`], `PTYHUB_BACKEND`).
 
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod native;
 mod native_link;
+mod select;
+pub mod tmux;
+
+pub use select::{BackendChoice, Backends, DefaultBackend, supports};
 
 use std::future::Future;
 use std::path::Path;
@@ -31,6 +41,30 @@ use ptyhub_protocol::holder::{HolderLine, HolderRequest};
 pub use crate::event_log::TerminalLog;
 use crate::holder::HolderSpec;
 use crate::state_dir::TerminalMeta;
+
+/// Whether a backend can host terminals here, as `/v2/backends` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Availability {
+    /// `None` when ready, else why not (for a person: "no tmux binary on PATH").
+    pub failure: Option<String>,
+    /// The version of the program behind it, when it has one.
+    pub version: Option<String>,
+}
+
+impl Availability {
+    /// Ready, with no program version to report.
+    pub fn ready() -> Self {
+        Self {
+            failure: None,
+            version: None,
+        }
+    }
+
+    /// Whether terminals can be created on it.
+    pub fn is_ready(&self) -> bool {
+        self.failure.is_none()
+    }
+}
 
 /// A boxed future, so backends can be used as trait objects.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -56,6 +90,11 @@ impl LaunchError {
 pub trait Backend: Send + Sync + 'static {
     /// Which backend this is (`meta.json`, the API and the WebSocket `ready` frame say it).
     fn kind(&self) -> BackendKind;
+
+    /// Whether it can host terminals here. A backend that always can keeps this default.
+    fn availability(&self) -> Availability {
+        Availability::ready()
+    }
 
     /// Starts the terminal described by `spec`, whose directory already holds its
     /// `meta.json`; returns once the terminal runs (its `meta.json` then says so).

@@ -32,13 +32,31 @@ impl NativeBackend {
     pub fn new(launcher: HolderLauncher) -> Arc<Self> {
         Arc::new(Self { launcher })
     }
+}
 
-    /// The terminal's holder, if it still runs: the recorded pid, alive, running the holder's
-    /// executable (a pid the system gave to another program since is not the holder).
-    fn live_holder(&self, meta: &TerminalMeta) -> Option<u32> {
-        meta.holder_pid.filter(|&pid| {
-            process::is_alive(pid) && process::exe(pid).is_some_and(|exe| exe == self.launcher.exe)
-        })
+/// The terminal's holder, if it still runs: the recorded pid, alive, running the holder's
+/// executable `exe` (a pid the system gave to another program since is not the holder).
+pub(super) fn live_holder(exe: &Path, meta: &TerminalMeta) -> Option<u32> {
+    meta.holder_pid
+        .filter(|&pid| process::is_alive(pid) && process::exe(pid).is_some_and(|e| e == exe))
+}
+
+/// Ends every process of a terminal: those carrying its instance's mark, and its live
+/// holder's tree with the holder.
+pub(super) fn end_terminal(exe: &Path, meta: &TerminalMeta) {
+    let holder = live_holder(exe, meta);
+    let ended = process::stop_then_kill(|| {
+        let mut pids = process::marked_processes(&meta.process_mark);
+        if let Some(holder) = holder {
+            pids.extend(process::descendants(holder));
+            pids.push(holder);
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    });
+    if ended > 0 {
+        tracing::info!(id = %meta.id, ended, "ended the processes of a terminal");
     }
 }
 
@@ -70,25 +88,12 @@ impl Backend for NativeBackend {
     }
 
     fn kill(&self, meta: &TerminalMeta) {
-        let holder = self.live_holder(meta);
-        let ended = process::stop_then_kill(|| {
-            let mut pids = process::marked_processes(&meta.process_mark);
-            if let Some(holder) = holder {
-                pids.extend(process::descendants(holder));
-                pids.push(holder);
-            }
-            pids.sort_unstable();
-            pids.dedup();
-            pids
-        });
-        if ended > 0 {
-            tracing::info!(id = %meta.id, ended, "ended the processes of a terminal");
-        }
+        end_terminal(&self.launcher.exe, meta);
     }
 
     fn end_orphans(&self, meta: &TerminalMeta) {
         // A live holder ends its own tree (on close, or when its program exits).
-        if self.live_holder(meta).is_none() {
+        if live_holder(&self.launcher.exe, meta).is_none() {
             self.kill(meta);
         }
     }

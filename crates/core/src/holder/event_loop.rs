@@ -6,20 +6,21 @@
 )]
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
 use ptyhub_protocol::event::EventKind;
 use ptyhub_protocol::holder::{
-    HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_VERSION, HolderMessage, HolderRequest, HolderStatus,
+    HOLDER_PROTOCOL_VERSION, HolderMessage, HolderRequest, HolderStatus,
 };
 
 use rustix::process::Signal;
 
 use super::HolderSpec;
+use super::clients::{self, Client};
 use super::pty;
 use crate::event_log::EventLog;
 use crate::process;
@@ -29,8 +30,6 @@ use crate::state_dir::{self, TerminalMeta, TerminalState};
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Input queued for the PTY beyond this is refused (the program is not reading).
 const INPUT_QUEUE_MAX_BYTES: usize = 16 * 1024 * 1024;
-/// A subscriber's send buffer is refilled from the log when it holds less than this.
-const CLIENT_FILL_BYTES: usize = 256 * 1024;
 /// After `SIGHUP`, processes of an ending terminal get this long before `SIGKILL`.
 const END_GRACE: Duration = Duration::from_millis(1500);
 /// After the exit is recorded, subscribers get this long to read the last events.
@@ -49,29 +48,6 @@ enum Phase {
     Done {
         until: Instant,
     },
-}
-
-struct Client {
-    stream: UnixStream,
-    inbox: Vec<u8>,
-    outbox: Vec<u8>,
-    sent: usize,
-    /// Global log offset up to which events were queued, once subscribed. Offsets stay valid
-    /// across rotations; one that was deleted continues at the oldest kept event.
-    cursor: Option<u64>,
-    is_dead: bool,
-}
-
-impl Client {
-    fn pending(&self) -> usize {
-        self.outbox.len() - self.sent
-    }
-
-    fn send_message(&mut self, message: &HolderMessage) {
-        if serde_json::to_writer(&mut self.outbox, message).is_ok() {
-            self.outbox.push(b'\n');
-        }
-    }
 }
 
 pub(super) struct Holder {
@@ -160,7 +136,7 @@ impl Holder {
     }
 
     fn is_caught_up(&self, client: &Client) -> bool {
-        client.pending() == 0 && client.cursor.is_none_or(|at| at >= self.log.len())
+        client.is_caught_up(self.log.len())
     }
 
     fn poll_once(&mut self) {
@@ -407,61 +383,18 @@ impl Holder {
     }
 
     fn accept_clients(&mut self) {
-        while let Ok((stream, _)) = self.listener.accept() {
-            if stream.set_nonblocking(true).is_ok() {
-                self.clients.push(Client {
-                    stream,
-                    inbox: Vec::new(),
-                    outbox: Vec::new(),
-                    sent: 0,
-                    cursor: None,
-                    is_dead: false,
-                });
-            }
-        }
+        clients::accept(&self.listener, &mut self.clients);
     }
 
     fn read_client(&mut self, i: usize) {
         self.has_heap_activity = true;
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let client = &mut self.clients[i];
-            match client.stream.read(&mut buf) {
-                Ok(0) => {
-                    client.is_dead = true;
-                    break;
-                }
-                Ok(n) => client.inbox.extend_from_slice(&buf[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => {
-                    client.is_dead = true;
-                    break;
-                }
-            }
-        }
-        let inbox = std::mem::take(&mut self.clients[i].inbox);
-        let mut consumed = 0;
-        for line in inbox.split_inclusive(|&b| b == b'\n') {
-            if line.last() != Some(&b'\n') {
-                break;
-            }
-            consumed += line.len();
-            match serde_json::from_slice::<HolderRequest>(line) {
+        for line in clients::read_lines(&mut self.clients[i]) {
+            match serde_json::from_slice::<HolderRequest>(&line) {
                 Ok(request) => self.handle_request(i, request),
                 Err(error) => self.clients[i].send_message(&HolderMessage::Error {
                     message: format!("bad request: {error}"),
                 }),
             }
-        }
-        let client = &mut self.clients[i];
-        client.inbox = inbox[consumed..].to_vec();
-        if client.inbox.len() > HOLDER_LINE_MAX_BYTES {
-            client.send_message(&HolderMessage::Error {
-                message: "request line too long".to_owned(),
-            });
-            client.inbox.clear();
-            client.is_dead = true;
         }
     }
 
@@ -625,49 +558,13 @@ impl Holder {
 
     /// Tops up every subscriber from the log and writes what its socket takes.
     fn serve_clients(&mut self) {
-        let log_len = self.log.len();
-        for client in &mut self.clients {
-            if client.is_dead {
-                continue;
-            }
-            while let Some(at) = client.cursor
-                && at < log_len
-                && client.pending() < CLIENT_FILL_BYTES
-            {
-                match self
-                    .log
-                    .read_lines(at, CLIENT_FILL_BYTES, &mut client.outbox)
-                {
-                    Ok(next) if next > at => client.cursor = Some(next),
-                    _ => break,
-                }
-            }
-            while client.pending() > 0 {
-                match client.stream.write(&client.outbox[client.sent..]) {
-                    Ok(n) => client.sent += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(_) => {
-                        client.is_dead = true;
-                        break;
-                    }
-                }
-            }
-            if client.sent == client.outbox.len() {
-                client.outbox.clear();
-                client.sent = 0;
-            } else if client.sent > CLIENT_FILL_BYTES {
-                client.outbox.drain(..client.sent);
-                client.sent = 0;
-            }
-        }
-        self.clients.retain(|c| !c.is_dead);
+        clients::serve(&mut self.clients, &self.log);
     }
 }
 
 /// Blocks the signals the loop handles and returns a `signalfd` for them; ignores SIGHUP and
 /// SIGPIPE (a holder outlives every terminal and socket it was started from).
-fn block_signals() -> io::Result<OwnedFd> {
+pub(super) fn block_signals() -> io::Result<OwnedFd> {
     #[allow(unsafe_code, reason = "signal masks and signalfd have no safe wrapper")]
     // SAFETY: signal-mask and disposition calls on this single-threaded process with a
     // zero-initialized sigset_t filled by sigaddset.

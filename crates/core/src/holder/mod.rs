@@ -15,9 +15,16 @@
 //!    terminal is ended, a `process.exit` event and the `exited` state are written, subscribers
 //!    are flushed, and the holder exits.
 //!
-//! The server side of the link is the native backend ([`crate::backend::native`]), which
-//! starts holders with [`launch`].
+//! A terminal hosted in tmux has a holder too, with the same protocol, log and lifecycle, whose
+//! loop (the private `control` module) follows a tmux session in control mode instead of
+//! owning a PTY; [`HolderSpec::tmux`] says which loop runs.
+//!
+//! The server side of the link is the native backend ([`crate::backend::native`]) or the tmux
+//! one ([`crate::backend::tmux`]), which start holders with [`launch`].
 
+mod clients;
+mod control;
+mod control_client;
 mod event_loop;
 pub mod launch;
 mod pty;
@@ -44,6 +51,24 @@ pub struct HolderSpec {
     /// spec of a server that predates rotation: the default then.
     #[serde(default = "default_event_log_keep")]
     pub event_log_keep: u64,
+    /// Set for a terminal hosted in tmux: the holder then follows a tmux session in control
+    /// mode instead of owning a PTY (the `control` module).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmux: Option<TmuxSpec>,
+}
+
+/// The tmux session a control-mode holder hosts its terminal in.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TmuxSpec {
+    /// The tmux executable.
+    pub program: PathBuf,
+    /// The tmux server's socket (one server per terminal instance).
+    pub socket: PathBuf,
+    /// The session's name.
+    pub session: String,
+    /// Attach to a session that already runs (its holder died) instead of creating one.
+    #[serde(default)]
+    pub is_reattach: bool,
 }
 
 fn default_event_log_keep() -> u64 {
@@ -67,7 +92,7 @@ pub fn run() -> i32 {
         .read_line(&mut line)
         .map_err(|e| e.to_string())
         .and_then(|_| serde_json::from_str::<HolderSpec>(&line).map_err(|e| e.to_string()));
-    let result = spec.and_then(|spec| event_loop::Holder::start(spec).map_err(|e| e.to_string()));
+    let result = spec.and_then(|spec| HolderLoop::start(spec).map_err(|e| e.to_string()));
     match result {
         Ok(mut holder) => {
             report_ready(&ReadyLine {
@@ -88,6 +113,36 @@ pub fn run() -> i32 {
                 error: Some(error),
             });
             1
+        }
+    }
+}
+
+/// The holder's loop: over a PTY it owns, or over a tmux control-mode client.
+enum HolderLoop {
+    Pty(Box<event_loop::Holder>),
+    Tmux(Box<control::ControlHolder>),
+}
+
+impl HolderLoop {
+    fn start(spec: HolderSpec) -> io::Result<Self> {
+        if spec.tmux.is_some() {
+            control::ControlHolder::start(spec).map(|holder| Self::Tmux(Box::new(holder)))
+        } else {
+            event_loop::Holder::start(spec).map(|holder| Self::Pty(Box::new(holder)))
+        }
+    }
+
+    fn child_pid(&self) -> u32 {
+        match self {
+            Self::Pty(holder) => holder.child_pid(),
+            Self::Tmux(holder) => holder.child_pid(),
+        }
+    }
+
+    fn run(&mut self) {
+        match self {
+            Self::Pty(holder) => holder.run(),
+            Self::Tmux(holder) => holder.run(),
         }
     }
 }

@@ -59,9 +59,7 @@ pub fn unread_input(master: &OwnedFd) -> Option<u64> {
 pub fn discard_unread_input(master: &OwnedFd) -> Option<u64> {
     let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
     let slave = ioctl_tiocgptpeer(master, flags).ok()?;
-    let unread = rustix::io::ioctl_fionread(&slave).ok();
-    rustix::termios::tcflush(&slave, rustix::termios::QueueSelector::IFlush).ok()?;
-    unread
+    crate::process::discard_unread(&slave)
 }
 
 /// Starts the spec's program on `slave` and returns its pid. Consumes the slave descriptor.

@@ -34,7 +34,7 @@ fn registry(setup: &Setup, max_live: usize) -> Arc<Registry> {
     Registry::new(RegistryConfig {
         state_dir: setup.state.clone(),
         runtime_dir: setup.runtime.clone(),
-        backend: Arc::new(setup.backend.clone()),
+        backends: crate::backend::Backends::single(Arc::new(setup.backend.clone())),
         limits: Limits {
             max_live,
             ..Limits::default()

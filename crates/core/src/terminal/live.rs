@@ -96,6 +96,8 @@ pub struct Ready {
     pub seq: Seq,
     pub cols: u16,
     pub rows: u16,
+    /// What hosts the terminal.
+    pub backend: ptyhub_protocol::api::BackendKind,
 }
 
 /// One thing to tell a connected client.
@@ -497,6 +499,7 @@ impl TerminalHandle {
             seq: now,
             cols: info.cols,
             rows: info.rows,
+            backend: info.backend,
         };
         Ok((connection, ready))
     }

@@ -1,0 +1,135 @@
+//! The holder's subscribers: accepting connections on its socket, reading their request lines,
+//! and feeding each from the event log at its own offset. Both holder loops (the PTY one and
+//! the tmux control-mode one) serve their clients with this; what a request does is theirs.
+
+use std::io::{self, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+
+use ptyhub_protocol::holder::{HOLDER_LINE_MAX_BYTES, HolderMessage};
+
+use crate::event_log::EventLog;
+
+/// A subscriber's send buffer is refilled from the log when it holds less than this.
+const CLIENT_FILL_BYTES: usize = 256 * 1024;
+
+pub(super) struct Client {
+    pub(super) stream: UnixStream,
+    inbox: Vec<u8>,
+    outbox: Vec<u8>,
+    sent: usize,
+    /// Global log offset up to which events were queued, once subscribed. Offsets stay valid
+    /// across rotations; one that was deleted continues at the oldest kept event.
+    pub(super) cursor: Option<u64>,
+    pub(super) is_dead: bool,
+}
+
+impl Client {
+    pub(super) fn pending(&self) -> usize {
+        self.outbox.len() - self.sent
+    }
+
+    pub(super) fn send_message(&mut self, message: &HolderMessage) {
+        if serde_json::to_writer(&mut self.outbox, message).is_ok() {
+            self.outbox.push(b'\n');
+        }
+    }
+
+    /// Whether everything queued was sent and the cursor reached the log's end `log_len`.
+    pub(super) fn is_caught_up(&self, log_len: u64) -> bool {
+        self.pending() == 0 && self.cursor.is_none_or(|at| at >= log_len)
+    }
+}
+
+/// Accepts every pending connection.
+pub(super) fn accept(listener: &UnixListener, clients: &mut Vec<Client>) {
+    while let Ok((stream, _)) = listener.accept() {
+        if stream.set_nonblocking(true).is_ok() {
+            clients.push(Client {
+                stream,
+                inbox: Vec::new(),
+                outbox: Vec::new(),
+                sent: 0,
+                cursor: None,
+                is_dead: false,
+            });
+        }
+    }
+}
+
+/// Reads what the client sent and returns its complete request lines; a line longer than the
+/// protocol allows ends the client.
+pub(super) fn read_lines(client: &mut Client) -> Vec<Vec<u8>> {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match client.stream.read(&mut buf) {
+            Ok(0) => {
+                client.is_dead = true;
+                break;
+            }
+            Ok(n) => client.inbox.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => {
+                client.is_dead = true;
+                break;
+            }
+        }
+    }
+    let inbox = std::mem::take(&mut client.inbox);
+    let mut consumed = 0;
+    let mut lines = Vec::new();
+    for line in inbox.split_inclusive(|&b| b == b'\n') {
+        if line.last() != Some(&b'\n') {
+            break;
+        }
+        consumed += line.len();
+        lines.push(line.to_vec());
+    }
+    client.inbox = inbox[consumed..].to_vec();
+    if client.inbox.len() > HOLDER_LINE_MAX_BYTES {
+        client.send_message(&HolderMessage::Error {
+            message: "request line too long".to_owned(),
+        });
+        client.inbox.clear();
+        client.is_dead = true;
+    }
+    lines
+}
+
+/// Tops up every subscriber from the log and writes what its socket takes; drops dead ones.
+pub(super) fn serve(clients: &mut Vec<Client>, log: &EventLog) {
+    let log_len = log.len();
+    for client in clients.iter_mut() {
+        if client.is_dead {
+            continue;
+        }
+        while let Some(at) = client.cursor
+            && at < log_len
+            && client.pending() < CLIENT_FILL_BYTES
+        {
+            match log.read_lines(at, CLIENT_FILL_BYTES, &mut client.outbox) {
+                Ok(next) if next > at => client.cursor = Some(next),
+                _ => break,
+            }
+        }
+        while client.pending() > 0 {
+            match client.stream.write(&client.outbox[client.sent..]) {
+                Ok(n) => client.sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    client.is_dead = true;
+                    break;
+                }
+            }
+        }
+        if client.sent == client.outbox.len() {
+            client.outbox.clear();
+            client.sent = 0;
+        } else if client.sent > CLIENT_FILL_BYTES {
+            client.outbox.drain(..client.sent);
+            client.sent = 0;
+        }
+    }
+    clients.retain(|c| !c.is_dead);
+}
