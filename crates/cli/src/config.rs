@@ -9,6 +9,10 @@
 //! event_log_keep = "64M"
 //! backend = "auto"                   # auto, native or tmux (docs/backends.md)
 //!
+//! [agent_env]                        # what new terminals get (default: PAGER=cat and the like)
+//! GIT_PAGER = "less -FRX"            # replaces a default
+//! MANPAGER = ""                      # removes it
+//!
 //! [[tokens]]
 //! token = "a-long-random-secret"     # 16 characters at least
 //! owner = "ci-bot"                   # whose terminals it sees and creates
@@ -40,6 +44,10 @@ pub struct FileConfig {
     pub backend: Option<String>,
     /// The tmux executable of the tmux backend.
     pub tmux: Option<PathBuf>,
+    /// Changes to the agent environment new terminals get (docs/compatibility.md#agent-env):
+    /// a value replaces the default's, an empty one removes the variable.
+    #[serde(default)]
+    pub agent_env: std::collections::BTreeMap<String, String>,
     pub token: Option<String>,
     #[serde(default)]
     pub tokens: Vec<TokenEntry>,

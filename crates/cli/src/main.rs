@@ -236,6 +236,8 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
     };
     let state_dir = StateDir::open(&state_path)
         .with_context(|| format!("cannot open state dir {}", state_path.display()))?;
+    // Held until this function returns: one server per state dir.
+    let _state_lock = state_dir.lock()?;
     let token = match args.token.or_else(|| file.token.clone()) {
         Some(token) if !token.trim().is_empty() => token,
         Some(_) => anyhow::bail!("the token must not be empty"),
@@ -264,6 +266,7 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
             idle_close: Duration::from_secs(idle_close_secs.max(1)),
             event_log_keep,
         },
+        agent_env: ptyhub_core::creation::agent_env_with(&file.agent_env),
     })
     .with_context(|| format!("cannot create runtime dir {}", runtime_dir.display()))?;
     let rediscovered = registry.discover().await;

@@ -144,7 +144,7 @@ impl Plan {
             socket,
             program: launch.program.clone(),
             args: launch.args.clone(),
-            env: shell_env(id, &process_mark, &self.env, &launch.env),
+            env: shell_env(id, &process_mark, &config.agent_env, &self.env, &launch.env),
             cwd: PathBuf::from(&cwd),
             cols: size.cols,
             rows: size.rows,
@@ -200,12 +200,36 @@ fn validate_env(env: &BTreeMap<String, String>) -> Result<(), TerminalError> {
     Ok(())
 }
 
+/// The agent environment every new terminal gets by default: pagers that print instead of
+/// holding the terminal (`git log`, `man`, `systemctl` and the like then simply print).
+pub fn agent_env() -> BTreeMap<String, String> {
+    ["PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER"]
+        .into_iter()
+        .map(|name| (name.to_owned(), "cat".to_owned()))
+        .collect()
+}
+
+/// The agent environment with the configuration's changes: a variable set to a value replaces
+/// the default's, one set to the empty string is left out.
+pub fn agent_env_with(changes: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut env = agent_env();
+    for (name, value) in changes {
+        if value.is_empty() {
+            env.remove(name);
+        } else {
+            env.insert(name.clone(), value.clone());
+        }
+    }
+    env
+}
+
 /// The shell's environment: the server's own without ptyhub's settings, a capable `TERM`, the
-/// integration's variables, the client's, and the instance's process mark (last: a client
-/// cannot override it).
+/// agent environment, the integration's variables, the client's, and the instance's process
+/// mark (last: a client cannot override it).
 fn shell_env(
     id: &TerminalId,
     process_mark: &str,
+    agent: &BTreeMap<String, String>,
     extra: &BTreeMap<String, String>,
     integration: &[(String, String)],
 ) -> Vec<(String, String)> {
@@ -217,6 +241,7 @@ fn shell_env(
     env.entry("LANG".to_owned())
         .or_insert_with(|| "C.UTF-8".to_owned());
     env.insert("PTYHUB_TERMINAL_ID".to_owned(), id.to_string());
+    env.extend(agent.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(integration.iter().cloned());
     env.insert(

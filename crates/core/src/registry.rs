@@ -38,6 +38,9 @@ pub struct RegistryConfig {
     /// What hosts terminals: each is followed by the backend its `meta.json` names.
     pub backends: Backends,
     pub limits: Limits,
+    /// Variables every new terminal's shell gets before the client's own
+    /// ([`crate::creation::agent_env`] by default).
+    pub agent_env: std::collections::BTreeMap<String, String>,
 }
 
 /// How many terminals may live, for how long unused, and how much history each keeps
@@ -118,7 +121,7 @@ pub struct Registry {
 
 impl Registry {
     pub fn new(config: RegistryConfig) -> std::io::Result<Arc<Self>> {
-        state_dir::create_private_dir(&config.runtime_dir)?;
+        state_dir::create_socket_dir(&config.runtime_dir)?;
         Ok(Arc::new(Self {
             config,
             entries: Mutex::new(HashMap::new()),

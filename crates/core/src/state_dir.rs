@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 pub use ptyhub_protocol::api::TerminalState;
@@ -121,15 +121,36 @@ impl StateDir {
     /// Creates the root (mode 0700) if needed.
     pub fn open(root: impl Into<PathBuf>) -> io::Result<Self> {
         let root = root.into();
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&root)?;
+        create_private_dir(&root)?;
         Ok(Self { root })
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Takes the state directory for this server alone: a second server on the same directory
+    /// would fight the first over every terminal.
+    pub fn lock(&self) -> io::Result<StateLock> {
+        let path = self.root.join("server.lock");
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(StateLock { _file: file }),
+            Err(rustix::io::Errno::WOULDBLOCK) => Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!(
+                    "another ptyhub server uses the state dir {}; stop it first",
+                    self.root.display()
+                ),
+            )),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// The directory of one terminal.
@@ -232,12 +253,64 @@ fn write_file(dir: &Path, name: &str, contents: &[u8], durability: Durability) -
     fs::rename(&tmp, dir.join(name))
 }
 
-/// Creates a directory and its parents with mode 0700.
+/// Creates a directory and its parents with mode 0700, and refuses one that is not this
+/// user's own: a symlink, or a directory another user owns (who could replace what ptyhub
+/// puts in it).
 pub fn create_private_dir(path: &Path) -> io::Result<()> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(path)
+        .create(path)?;
+    check_own_dir(path)
+}
+
+/// [`create_private_dir`] for a directory of sockets: it must also be closed to everyone else
+/// (no group or other permission bits), or anyone who may write to it could swap a socket.
+pub fn create_socket_dir(path: &Path) -> io::Result<()> {
+    create_private_dir(path)?;
+    let mode = fs::symlink_metadata(path)?.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(refused(
+            path,
+            &format!("its mode is {mode:04o}; it must be 0700 (chmod 700 it, or pick another)"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_own_dir(path: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(path)?;
+    if meta.file_type().is_symlink() {
+        return Err(refused(path, "it is a symbolic link"));
+    }
+    if !meta.is_dir() {
+        return Err(refused(path, "it is not a directory"));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(refused(
+            path,
+            &format!(
+                "it belongs to uid {}, not to this user (uid {me})",
+                meta.uid()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn refused(path: &Path, why: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!("refusing to use {}: {why}", path.display()),
+    )
+}
+
+/// The state directory's lock, held by the one server that uses it (released when dropped or
+/// when the server exits; holders never inherit it).
+#[derive(Debug)]
+pub struct StateLock {
+    _file: fs::File,
 }
 
 /// Seconds since the Unix epoch.

@@ -62,7 +62,18 @@ impl Server {
         let tcp = tokio::net::TcpListener::bind(config.listen).await?;
         let local_addr = tcp.local_addr()?;
         if let Some(parent) = config.socket_path.parent() {
-            ptyhub_core::state_dir::create_private_dir(parent)?;
+            ptyhub_core::state_dir::create_socket_dir(parent)?;
+        }
+        // A socket that answers belongs to a live server: never take it over.
+        if std::os::unix::net::UnixStream::connect(&config.socket_path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!(
+                    "another ptyhub server answers on {}; stop it first, or give this one \
+                     its own --socket",
+                    config.socket_path.display()
+                ),
+            ));
         }
         let _ = std::fs::remove_file(&config.socket_path);
         let unix = tokio::net::UnixListener::bind(&config.socket_path)?;

@@ -423,3 +423,46 @@ async fn multi_line_execs_are_one_submission_without_bracketed_paste() {
         }
     }
 }
+
+/// New terminals get pagers that print (an agent's `git log` or `man` never holds the
+/// terminal); the configuration changes or removes a variable, a client's `env` wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_terminals_get_the_agent_environment() {
+    let show = "echo \"[${PAGER-unset}] [${GIT_PAGER-unset}] [${MANPAGER-unset}]\"";
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    assert_eq!(
+        exec(&client, &id, show).await["output"],
+        "[cat] [cat] [cat]"
+    );
+    let own = create(
+        &client,
+        json!({ "cwd": "/tmp", "env": { "PAGER": "less" } }),
+    )
+    .await;
+    assert_eq!(
+        exec(&client, &own, show).await["output"],
+        "[less] [cat] [cat]"
+    );
+    drop(hub);
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agent_env]\nGIT_PAGER = \"less -FRX\"\nMANPAGER = \"\"\n",
+    )
+    .unwrap_or_else(|e| panic!("config: {e}"));
+    let config = config.to_string_lossy().into_owned();
+    let hub = ptyhub_test_support::Ptyhub::start_with(
+        env!("CARGO_BIN_EXE_ptyhub"),
+        &["--config", &config],
+    );
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    assert_eq!(
+        exec(&client, &id, show).await["output"],
+        "[cat] [less -FRX] [unset]"
+    );
+}

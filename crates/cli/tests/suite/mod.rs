@@ -15,6 +15,7 @@ mod rotation;
 mod send;
 mod send_truth;
 mod tmux;
+mod trust;
 mod v1_sdk;
 mod web;
 mod web_browser;

@@ -171,7 +171,7 @@ impl Backend for TmuxBackend {
                 .map_err(|e| LaunchError::new(format!("cannot read meta.json: {e}")))?;
             let runtime_dir = spec.socket.parent().unwrap_or_else(|| Path::new("/tmp"));
             let socket_dir = runtime_dir.join(SOCKET_DIR);
-            state_dir::create_private_dir(&socket_dir).map_err(|e| {
+            state_dir::create_socket_dir(&socket_dir).map_err(|e| {
                 LaunchError::new(format!("cannot create {}: {e}", socket_dir.display()))
             })?;
             // Named like the holder's socket: unique to the instance, and short.

@@ -32,6 +32,7 @@ fn setup() -> Setup {
 
 fn registry(setup: &Setup, max_live: usize) -> Arc<Registry> {
     Registry::new(RegistryConfig {
+        agent_env: crate::creation::agent_env(),
         state_dir: setup.state.clone(),
         runtime_dir: setup.runtime.clone(),
         backends: crate::backend::Backends::single(Arc::new(setup.backend.clone())),

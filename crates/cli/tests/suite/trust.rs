@@ -1,0 +1,135 @@
+//! What a server trusts on its machine: a socket directory only this user can write to, the
+//! state directory for one server at a time, and never another live server's socket.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{create, start};
+use ptyhub_test_support::default_timeout;
+
+/// Runs `ptyhub serve` with `args` on port 0, expecting it to refuse: its exit status and
+/// stderr. Fails the test (after killing it) if it serves instead.
+fn refused(args: &[&str], runtime: &Path) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--token", "test-token"])
+        .args(args)
+        .env("XDG_RUNTIME_DIR", runtime)
+        .env("HOME", runtime)
+        .env_remove("PTYHUB_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start ptyhub: {e}"));
+    let deadline = Instant::now() + default_timeout();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(25)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("ptyhub serve {args:?} did not refuse to start");
+            }
+        }
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+    }
+    (status, stderr)
+}
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_server_takes_neither_the_state_dir_nor_the_socket() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let other = tempdir();
+    let state = hub.state_dir().to_string_lossy().into_owned();
+    let (status, stderr) = refused(&["--state-dir", &state], other.path());
+    assert!(!status.success());
+    assert!(
+        stderr.contains("another ptyhub server uses the state dir"),
+        "{stderr}"
+    );
+
+    let socket = hub.socket.to_string_lossy().into_owned();
+    let own_state = other.path().join("state").to_string_lossy().into_owned();
+    let (status, stderr) = refused(
+        &["--state-dir", &own_state, "--socket", &socket],
+        other.path(),
+    );
+    assert!(!status.success());
+    assert!(
+        stderr.contains("another ptyhub server answers on"),
+        "{stderr}"
+    );
+
+    // The first server still has both.
+    let listed = hub.cli(&["terminal", "list"]);
+    assert!(listed.status.success(), "{listed:?}");
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(&id));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_dir_others_could_write_to_is_refused() {
+    let base = tempdir();
+    let state = base.path().join("state").to_string_lossy().into_owned();
+
+    let open = base.path().join("open");
+    std::fs::create_dir(&open).unwrap_or_else(|e| panic!("mkdir: {e}"));
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777))
+        .unwrap_or_else(|e| panic!("chmod: {e}"));
+    let open_arg = open.to_string_lossy().into_owned();
+    let (status, stderr) = refused(
+        &["--state-dir", &state, "--runtime-dir", &open_arg],
+        base.path(),
+    );
+    assert!(!status.success());
+    assert!(stderr.contains("its mode is 0777"), "{stderr}");
+
+    let real = base.path().join("real");
+    std::fs::create_dir(&real).unwrap_or_else(|e| panic!("mkdir: {e}"));
+    let link = base.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap_or_else(|e| panic!("symlink: {e}"));
+    let link_arg = link.to_string_lossy().into_owned();
+    let (status, stderr) = refused(
+        &["--state-dir", &state, "--runtime-dir", &link_arg],
+        base.path(),
+    );
+    assert!(!status.success());
+    assert!(stderr.contains("symbolic link"), "{stderr}");
+
+    if rustix::process::geteuid().is_root() {
+        let foreign = base.path().join("foreign");
+        std::fs::create_dir(&foreign).unwrap_or_else(|e| panic!("mkdir: {e}"));
+        std::fs::set_permissions(&foreign, std::fs::Permissions::from_mode(0o700))
+            .unwrap_or_else(|e| panic!("chmod: {e}"));
+        std::os::unix::fs::chown(&foreign, Some(65534), Some(65534))
+            .unwrap_or_else(|e| panic!("chown: {e}"));
+        let foreign_arg = foreign.to_string_lossy().into_owned();
+        let (status, stderr) = refused(
+            &["--state-dir", &state, "--runtime-dir", &foreign_arg],
+            base.path(),
+        );
+        assert!(!status.success());
+        assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
+    } else {
+        #[allow(
+            clippy::print_stderr,
+            reason = "a skipped check says so in the test output"
+        )]
+        {
+            eprintln!("SKIPPED part: a directory of another uid needs root to make (chown)");
+        }
+    }
+}
