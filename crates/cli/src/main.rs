@@ -26,6 +26,7 @@ use ptyhub_core::event_log::{EVENT_LOG_KEEP_BYTES, EVENT_LOG_KEEP_MIN_BYTES};
 use ptyhub_core::holder::launch::HolderLauncher;
 use ptyhub_core::registry::{Limits, Registry, RegistryConfig};
 use ptyhub_core::state_dir::StateDir;
+use ptyhub_server::listener::ServeLimits;
 use ptyhub_server::{Server, ServerConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -104,6 +105,27 @@ struct ServeArgs {
     /// The tmux executable of the tmux backend. [default: tmux on PATH]
     #[arg(long, env = "PTYHUB_TMUX")]
     tmux: Option<PathBuf>,
+    /// Connections the TCP listener serves at once; more wait in the kernel's queue. The
+    /// local socket has its own budget. [default: a quarter of the open-file limit, at most
+    /// 16384]
+    #[arg(long, env = "PTYHUB_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    /// Seconds a client may take to send a request's headers (also how long a keep-alive
+    /// connection may sit idle). [default: 30]
+    #[arg(long, env = "PTYHUB_HEADER_TIMEOUT_SECS")]
+    header_timeout_secs: Option<u64>,
+}
+
+/// Connections the local socket serves at once.
+const UNIX_CONNECTIONS_MAX: usize = 1024;
+
+/// The TCP listener's default connection budget: a quarter of the open-file limit (the rest
+/// is for terminals, their logs and the local socket), between 64 and 16384.
+fn default_max_connections() -> usize {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(4096);
+    usize::try_from(soft / 4).unwrap_or(16384).clamp(64, 16384)
 }
 
 /// `--backend` / `PTYHUB_BACKEND`.
@@ -272,12 +294,21 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
     let rediscovered = registry.discover().await;
     registry.spawn_idle_reaper();
     let socket_path = socket.unwrap_or_else(|| runtime_dir.join("server.sock"));
+    let header_read_timeout = Duration::from_secs(args.header_timeout_secs.unwrap_or(30).max(1));
     let server = Server::bind(ServerConfig {
         listen,
         token: token.clone(),
         socket_path: socket_path.clone(),
         registry,
         grants,
+        tcp_limits: ServeLimits {
+            max_connections: args.max_connections.unwrap_or_else(default_max_connections),
+            header_read_timeout,
+        },
+        unix_limits: ServeLimits {
+            max_connections: UNIX_CONNECTIONS_MAX,
+            header_read_timeout,
+        },
     })
     .await
     .with_context(|| format!("cannot listen on {} and {}", listen, socket_path.display()))?;

@@ -232,14 +232,11 @@ pub struct UnixPeer {
     pub uid: Option<u32>,
 }
 
-impl
-    axum::extract::connect_info::Connected<
-        axum::serve::IncomingStream<'_, tokio::net::UnixListener>,
-    > for UnixPeer
-{
-    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::UnixListener>) -> Self {
+impl UnixPeer {
+    /// The peer of `stream`, as the kernel names it.
+    pub fn of(stream: &tokio::net::UnixStream) -> Self {
         Self {
-            uid: stream.io().peer_cred().ok().map(|cred| cred.uid()),
+            uid: stream.peer_cred().ok().map(|cred| cred.uid()),
         }
     }
 }

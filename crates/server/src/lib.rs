@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod close;
 pub mod http_error;
+pub mod listener;
 pub mod login;
 pub mod mcp;
 pub mod stream;
@@ -46,6 +47,11 @@ pub struct ServerConfig {
     pub socket_path: PathBuf,
     pub registry: Arc<Registry>,
     pub grants: Vec<auth::Grant>,
+    /// What the TCP listener lets its clients hold.
+    pub tcp_limits: listener::ServeLimits,
+    /// What the local socket lets its clients hold (its own budget: a flood of TCP connections
+    /// never takes the CLI's socket down).
+    pub unix_limits: listener::ServeLimits,
 }
 
 /// A bound server: both listeners are open, so the addresses can be announced before serving.
@@ -53,6 +59,8 @@ pub struct Server {
     tcp: tokio::net::TcpListener,
     unix: tokio::net::UnixListener,
     state: AppState,
+    tcp_limits: listener::ServeLimits,
+    unix_limits: listener::ServeLimits,
     pub local_addr: SocketAddr,
     pub socket_path: PathBuf,
 }
@@ -88,6 +96,8 @@ impl Server {
                 logins: Arc::new(login::Logins::new(local_addr.port())),
                 grants: config.grants.into(),
             },
+            tcp_limits: config.tcp_limits,
+            unix_limits: config.unix_limits,
             local_addr,
             socket_path: config.socket_path,
         })
@@ -125,8 +135,7 @@ impl Server {
                 self.state.clone(),
                 auth::host_check,
             ))
-            .with_state(self.state.clone())
-            .into_make_service_with_connect_info::<SocketAddr>();
+            .with_state(self.state.clone());
         let unix_app = self
             .router(
                 self.data_routes()
@@ -135,22 +144,29 @@ impl Server {
                         auth::unix_auth,
                     )),
             )
-            .with_state(self.state.clone())
-            .into_make_service_with_connect_info::<auth::UnixPeer>();
-        let tcp_shutdown = shutdown.clone();
-        let unix_shutdown = shutdown.clone();
+            .with_state(self.state.clone());
         use axum::serve::ListenerExt as _;
         // Answers are small and latency matters more than packet count.
         let tcp_listener = self.tcp.tap_io(|stream| {
             let _ = stream.set_nodelay(true);
         });
-        let tcp = axum::serve(tcp_listener, tcp_app)
-            .with_graceful_shutdown(async move { tcp_shutdown.cancelled().await });
-        let unix = axum::serve(self.unix, unix_app)
-            .with_graceful_shutdown(async move { unix_shutdown.cancelled().await });
-        let outcome = tokio::try_join!(tcp.into_future(), unix.into_future());
+        let tcp = listener::serve(
+            tcp_listener,
+            tcp_app,
+            self.tcp_limits,
+            |_, addr: &SocketAddr| *addr,
+            shutdown.clone(),
+        );
+        let unix = listener::serve(
+            self.unix,
+            unix_app,
+            self.unix_limits,
+            |stream, _| auth::UnixPeer::of(stream),
+            shutdown,
+        );
+        tokio::join!(tcp, unix);
         let _ = std::fs::remove_file(&self.socket_path);
-        outcome.map(|_| ())
+        Ok(())
     }
 }
 

@@ -79,7 +79,7 @@ def main():
     check(result.output == "usable", f"usable after timeouts: {result}")
 
     # One running command per session.
-    shell.exec_command(id="sdk-1", command="sleep 5", async_mode=True)
+    shell.exec_command(id="sdk-1", command="sleep 120", async_mode=True)
     try:
         shell.exec_command(id="sdk-1", command="echo second")
         check(False, "a second exec while one runs must fail")

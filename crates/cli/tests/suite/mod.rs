@@ -2,6 +2,7 @@ mod attach;
 mod bad_input;
 mod capabilities;
 mod cli;
+mod connections;
 mod crash;
 mod discovery;
 mod exec;
