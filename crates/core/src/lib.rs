@@ -11,6 +11,7 @@
 //! - [`shell`]: the injected shell integration (OSC 133 marks with a per-terminal nonce);
 //! - [`tracker`]: command tracking from the marks (exec results, exit codes, console records);
 //! - [`plain_text`]: a command's output as clean text (no escape codes);
+//! - [`output_window`]: the part of an output an answer carries (`head`, `tail`, `grep`, …);
 //! - [`screen`]: the VT screen (avt) with stateful UTF-8 decoding;
 //! - [`terminal`]: the server-side actor per terminal and its [`terminal::TerminalHandle`];
 //! - [`exec`]: exec, the main use case: its defaults, `exec_dir`, `async`, timeouts,
@@ -31,6 +32,7 @@ pub mod event_log;
 pub mod exec;
 pub mod holder;
 pub mod memory;
+pub mod output_window;
 pub mod plain_text;
 pub mod process;
 pub mod queries;

@@ -13,6 +13,7 @@ mod mcp;
 mod observe;
 mod rotation;
 mod send;
+mod timeline;
 mod v1_sdk;
 mod web;
 mod web_browser;
