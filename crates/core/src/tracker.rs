@@ -912,6 +912,91 @@ mod tests {
     }
 
     #[test]
+    fn a_typed_line_is_a_timeline_record_with_its_text_and_positions() {
+        let mut tracker = CommandTracker::new(N);
+        tracker.at(Seq(1), 10.0);
+        tracker.feed(&[mark("A"), b"\x1b[?2004hroot@vm:/tmp# ".to_vec()].concat());
+        tracker.typing();
+        tracker.at(Seq(2), 11.0);
+        tracker.feed(b"ls -x\x08l\r\n");
+        tracker.at(Seq(3), 11.5);
+        tracker.feed(&[mark("C"), b"a b\r\n".to_vec()].concat());
+        tracker.at(Seq(4), 12.25);
+        tracker.feed(&[mark("D;0"), mark("A")].concat());
+        let entries: Vec<_> = tracker.timeline().cloned().collect();
+        assert_eq!(entries.len(), 1);
+        let entry = &entries[0].entry;
+        assert_eq!(entry.id, 1);
+        assert_eq!(entry.command, "ls -l");
+        assert_eq!(entry.origin, CommandOrigin::Typed);
+        assert_eq!((entry.start_seq, entry.end_seq), (Seq(3), Some(Seq(4))));
+        assert_eq!(entry.duration, Some(0.75));
+        assert_eq!(entry.exit_code, Some(0));
+        assert_eq!(entry.output_bytes, 5);
+        assert_eq!(
+            entries[0].output_start,
+            Some(OutputStart {
+                seq: Seq(3),
+                marks_before: 0
+            })
+        );
+        // The console record keeps its old shape: no command for a typed line.
+        let console: Vec<_> = tracker.console().cloned().collect();
+        assert_eq!(console[0].command, "");
+    }
+
+    /// A replay that meets the notes the live tracker had the holder log rebuilds the same
+    /// timeline and console: same ids, texts, directories and exit codes.
+    #[test]
+    fn a_replay_of_notes_rebuilds_the_same_records() {
+        let shell_text = "cd -- '/srv' && {\nls\n}";
+        let run = [mark("C"), b"x\r\n".to_vec(), mark("D;4"), mark("A")].concat();
+        let mut live = CommandTracker::new(N);
+        live.feed(&mark("A"));
+        let id = live.submit(shell_text, shell_text);
+        live.describe(id, "ls", Some("/srv".to_owned()));
+        live.feed(&run);
+        let mut replay = CommandTracker::new(N);
+        replay.feed(&mark("A"));
+        let note = CommandNote {
+            id,
+            origin: CommandOrigin::Exec,
+            command: "ls".to_owned(),
+            shell_text: Some(shell_text.to_owned()),
+            cwd: Some("/srv".to_owned()),
+        };
+        replay.note(&note, str::to_owned);
+        replay.feed(&run);
+        let summary = |t: &CommandTracker| -> Vec<_> {
+            t.timeline()
+                .map(|e| {
+                    (
+                        e.entry.id,
+                        e.entry.command.clone(),
+                        e.entry.cwd.clone(),
+                        e.entry.exit_code,
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(summary(&replay), summary(&live));
+        assert_eq!(
+            summary(&replay),
+            vec![(1, "ls".to_owned(), Some("/srv".to_owned()), Some(4))]
+        );
+        let console = |t: &CommandTracker| t.console().cloned().collect::<Vec<_>>();
+        assert_eq!(console(&replay), console(&live));
+        // The live tracker's own note, coming back from the log, submits nothing again.
+        live.note(&note, str::to_owned);
+        assert_eq!(live.phase(), ShellPhase::Idle);
+        // A note from further on in the count sets it: ids after a rotated-away start hold.
+        let later = CommandNote { id: 9, ..note };
+        replay.note(&later, str::to_owned);
+        assert_eq!(replay.current().map(|r| r.id), Some(9));
+        assert_eq!(replay.next_id(), 10);
+    }
+
+    #[test]
     fn a_line_the_shell_refuses_finishes_with_its_message() {
         let mut tracker = CommandTracker::new(N);
         tracker.feed(&mark("A"));

@@ -71,6 +71,8 @@ struct ExecArgs {
     max_tokens: Option<i64>,
     /// Only lines matching this regular expression.
     grep: Option<String>,
+    /// The output line (0-based) to start from (a window's next_offset).
+    offset: Option<i64>,
     /// Lines of context around each grep match.
     context: Option<i64>,
     /// Include the console history of the terminal's last commands (default false).
@@ -213,7 +215,7 @@ impl PtyhubMcp {
     }
 
     #[tool(
-        description = "Run a shell command in a terminal and wait for it: returns status (completed, running, no_change_timeout, hard_timeout), the command's own output (no prompt or echo; long output keeps its head and tail) and exit_code. cd and export persist. For interactive programs use terminal_send instead."
+        description = "Run a shell command in a terminal and wait for it: returns status (completed, running, no_change_timeout, hard_timeout), the command's own output (no prompt or echo; long output keeps its head and tail) and exit_code. cd and export persist. To get only the part of a long output you need, pass tail (last lines), head, grep (+ context), or max_tokens; window tells what was left out and next_offset continues. For interactive programs use terminal_send instead."
     )]
     async fn terminal_exec(
         &self,
@@ -231,7 +233,7 @@ impl PtyhubMcp {
                 max_tokens: a.max_tokens,
                 grep: a.grep,
                 context: a.context,
-                ..WindowParams::default()
+                offset: a.offset,
             },
             ..ExecParams::default()
         };

@@ -60,7 +60,11 @@ async fn commands_by_exec_and_typed_are_listed_read_in_windows_and_survive_a_res
     let listed = wait_until("the typed command is in the timeline", || async {
         let listed = commands(&client, &id, "").await;
         let records = listed["commands"].as_array().cloned().unwrap_or_default();
-        (records.len() == 4 && records[3]["status"] == "completed").then_some(listed)
+        // The typed line's directory comes with its note, logged once the shell accepted it.
+        let is_done = records.len() == 4
+            && records[3]["status"] == "completed"
+            && records[3]["cwd"].is_string();
+        is_done.then_some(listed)
     })
     .await;
     let records = listed["commands"].as_array().cloned().unwrap_or_default();
