@@ -80,6 +80,30 @@ struct ExecArgs {
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
+struct CommandsArgs {
+    /// The terminal's id.
+    id: String,
+    /// A command's id (command_id of terminal_exec, or id from the list): read its output again. Absent: list the terminal's commands.
+    command_id: Option<u64>,
+    /// When listing: only commands with an id above this (next_after of the previous list).
+    after: Option<u64>,
+    /// Only the first N lines of the output (not with tail).
+    head: Option<i64>,
+    /// Only the last N lines of the output (not with head).
+    tail: Option<i64>,
+    /// The output line (0-based) to start from (a window's next_offset).
+    offset: Option<i64>,
+    /// At most this many characters of output (whole lines).
+    max_chars: Option<i64>,
+    /// At most this many tokens of output (estimated as characters / 4).
+    max_tokens: Option<i64>,
+    /// Only lines matching this regular expression.
+    grep: Option<String>,
+    /// Lines of context around each grep match.
+    context: Option<i64>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
 struct SendArgs {
     /// The terminal's id.
     id: String,
@@ -239,6 +263,33 @@ impl PtyhubMcp {
         };
         let client = self.client_for(&context);
         Ok(tool_result(client.terminal(&a.id).exec(&params).await))
+    }
+
+    #[tool(
+        description = "The commands a terminal ran (by exec or typed), with exit codes, and the output of any of them read again without re-running it: pass command_id with tail, head, grep (+ context), offset or max_tokens to get just the part you need (window.next_offset continues). Without command_id: the list, oldest first (after pages on)."
+    )]
+    async fn terminal_commands(
+        &self,
+        context: Extensions,
+        Parameters(a): Parameters<CommandsArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let client = self.client_for(&context);
+        let terminal = client.terminal(&a.id);
+        Ok(match a.command_id {
+            Some(n) => {
+                let window = WindowParams {
+                    head: a.head,
+                    tail: a.tail,
+                    offset: a.offset,
+                    max_chars: a.max_chars,
+                    max_tokens: a.max_tokens,
+                    grep: a.grep,
+                    context: a.context,
+                };
+                tool_result(terminal.command(n, &window).await)
+            }
+            None => tool_result(terminal.commands(a.after.unwrap_or(0), None).await),
+        })
     }
 
     #[tool(

@@ -25,6 +25,7 @@ async def main():
             expected = {
                 "terminal_open", "terminal_list", "terminal_exec", "terminal_send",
                 "terminal_read", "terminal_signal", "terminal_resize", "terminal_close",
+                "terminal_commands",
             }
             check(expected <= tools, f"tools: {sorted(tools)}")
 
@@ -44,6 +45,14 @@ async def main():
             ))
             check(grepped["output"] == "14\n15\n16", f"exec grep window: {grepped}")
             check(len(grepped["console"]) == 3, f"console when asked: {grepped}")
+            listed = payload(await session.call_tool("terminal_commands", {"id": "mcp-1"}))
+            check([c["command"] for c in listed["commands"]] == ["echo hi; (exit 4)", "seq 1 30", "seq 1 30"],
+                  f"timeline: {listed}")
+            check(listed["commands"][0]["exit_code"] == 4, f"timeline exit code: {listed}")
+            reread = payload(await session.call_tool(
+                "terminal_commands", {"id": "mcp-1", "command_id": windowed["command_id"], "grep": "^2[05]$"},
+            ))
+            check(reread["output"] == "20\n--\n25" and reread["window"]["matches"] == 2, f"re-read: {reread}")
             bad = await session.call_tool("terminal_exec", {"id": "mcp-1", "command": "true", "head": -1})
             check(is_error(bad) and "INVALID_INPUT" in bad.content[0].text, f"bad window: {bad}")
 
