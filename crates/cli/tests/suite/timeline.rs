@@ -248,3 +248,51 @@ async fn bad_windows_and_unknown_commands_are_refused_and_change_nothing() {
         "{listed}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_command_is_listed_and_its_output_so_far_is_read_from_the_log() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let started = exec_raw(
+        &client,
+        &id,
+        json!({ "command": "echo early; read -r x; echo got-$x", "async": true }),
+    )
+    .await;
+    assert_eq!(data(&started)["status"], "running");
+    let n = data(&started)["command_id"].as_u64().unwrap_or_default();
+    assert_eq!(n, 1);
+    let so_far = wait_until("the running command's output is in the log", || async {
+        let read = command(&client, &id, n, "").await;
+        (read["output"] == "early").then_some(read)
+    })
+    .await;
+    assert_eq!(so_far["status"], "running");
+    assert_eq!(so_far["end_seq"], Value::Null);
+    assert_eq!(so_far["duration"], Value::Null);
+    let listed = commands(&client, &id, "").await;
+    assert_eq!(listed["commands"][0]["status"], "running", "{listed}");
+    let typed = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/input"),
+        json!({ "input": "yes", "press_enter": true }),
+    )
+    .await;
+    assert_eq!(typed.status, 200, "{}", typed.body);
+    let done = wait_until("the command finishes", || async {
+        let read = command(&client, &id, n, "").await;
+        (read["status"] == "completed").then_some(read)
+    })
+    .await;
+    // The terminal echoed the answer: it is output like any other.
+    assert_eq!(done["output"], "early\nyes\ngot-yes");
+    assert_eq!(done["exit_code"], 0);
+    // The answer to the program's read is not a command of its own.
+    let listed = commands(&client, &id, "").await;
+    assert_eq!(
+        listed["commands"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+}
