@@ -420,6 +420,11 @@ impl CommandTracker {
             if record.cwd.is_none() {
                 record.cwd.clone_from(&note.cwd);
             }
+            if record.output_start.is_none() {
+                // Until it starts, a command begins at its note, live as in a replay.
+                record.start_seq = self.seq;
+                record.started_at = self.ts;
+            }
             if is_new_exec || is_typed {
                 record.text.clone_from(&note.command);
             }
@@ -603,6 +608,8 @@ impl CommandTracker {
                             if let Some(record) = &mut self.current {
                                 record.ps1 = ps1;
                                 record.output_start = Some(start);
+                                record.start_seq = self.seq;
+                                record.started_at = self.ts;
                                 events.push(TrackerEvent::Started(record.id));
                             }
                         }

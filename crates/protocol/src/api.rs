@@ -344,7 +344,8 @@ pub struct CommandEntry {
     /// The shell's working directory when it was submitted (exec) or accepted (typed), when
     /// known.
     pub cwd: Option<String>,
-    /// The `seq` of the event where it began (its submission, or the shell's start mark).
+    /// The `seq` of the event where it began: the shell's start mark (a line the shell never
+    /// ran: its submission).
     pub start_seq: Seq,
     /// The `seq` of the event where it ended; null while it runs.
     pub end_seq: Option<Seq>,

@@ -161,17 +161,11 @@ async fn commands_by_exec_and_typed_are_listed_read_in_windows_and_survive_a_res
     })
     .await;
     let rebuilt = again["commands"].as_array().cloned().unwrap_or_default();
-    let summary = |records: &[Value]| -> Vec<(Value, Value, Value, Value)> {
+    let summary = |records: &[Value]| -> Vec<Value> {
+        let fields = ["id", "command", "exit_code", "cwd", "start_seq", "end_seq"];
         records
             .iter()
-            .map(|r| {
-                (
-                    r["id"].clone(),
-                    r["command"].clone(),
-                    r["exit_code"].clone(),
-                    r["cwd"].clone(),
-                )
-            })
+            .map(|r| Value::Array(fields.iter().map(|f| r[*f].clone()).collect()))
             .collect()
     };
     assert_eq!(rebuilt.len(), 6, "{again}");

@@ -18,8 +18,9 @@
 //! line, answers to requests, input), `commands` (submission, `BUSY`, the timeout ladder,
 //! results), `closing` (ending the tree, marking it closed); [`live`] is where live
 //! connections meet the actor's events, and [`send`], [`signal`], [`observe`], [`jobs`] and
-//! [`timeline`] are the use cases built on the handle. Everything the actor needs from the processes goes
-//! through its [`Backend`]; the actor is unit-tested against a fake one (`tests`).
+//! [`timeline`] are the use cases built on the handle. Everything the actor needs from the
+//! processes goes through its [`Backend`]; the actor is unit-tested against a fake one
+//! (`tests`).
 
 mod closing;
 mod commands;
@@ -116,7 +117,7 @@ enum Request {
 }
 
 /// The terminal's id, a page of its timeline, and whether later commands exist.
-type TimelinePage = (String, Vec<CommandEntry>, bool);
+pub type TimelinePage = (String, Vec<CommandEntry>, bool);
 
 /// What the terminal's foreground process group is doing, as its backend reports it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
