@@ -3,9 +3,10 @@
 //! opened by the client's one `call`.
 
 use ptyhub_protocol::api::{
-    CloseResponse, CommandResult, CreateSessionParams, EventsResponse, ExecParams, InputParams,
-    ObserveResponse, ResizeParams, ScreenResponse, ScrollbackResponse, SendParams, SendResponse,
-    SignalParams, SignalResponse, Snapshot, TerminalInfo, WaitParams,
+    CloseResponse, CommandOutputResponse, CommandResult, CommandsResponse, CreateSessionParams,
+    EventsResponse, ExecParams, InputParams, ObserveResponse, ResizeParams, ScreenResponse,
+    ScrollbackResponse, SendParams, SendResponse, SignalParams, SignalResponse, Snapshot,
+    TerminalInfo, WaitParams, WindowParams,
 };
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::TermSize;
@@ -169,6 +170,52 @@ impl TerminalClient<'_> {
         lines: usize,
     ) -> Result<ScrollbackResponse, ClientError> {
         let rest = format!("/scrollback?offset={offset}&lines={lines}");
+        self.client
+            .call(Method::GET, &self.path(&rest), NO_BODY)
+            .await
+    }
+
+    /// `GET …/commands?after=N&limit=M`: a page of the command timeline.
+    pub async fn commands(
+        &self,
+        after: u64,
+        limit: Option<usize>,
+    ) -> Result<CommandsResponse, ClientError> {
+        let mut rest = format!("/commands?after={after}");
+        if let Some(limit) = limit {
+            rest.push_str(&format!("&limit={limit}"));
+        }
+        self.client
+            .call(Method::GET, &self.path(&rest), NO_BODY)
+            .await
+    }
+
+    /// `GET …/commands/{n}`: command `n` with the window `params` of its output.
+    pub async fn command(
+        &self,
+        n: u64,
+        params: &WindowParams,
+    ) -> Result<CommandOutputResponse, ClientError> {
+        let numbers = [
+            ("head", params.head),
+            ("tail", params.tail),
+            ("offset", params.offset),
+            ("max_chars", params.max_chars),
+            ("max_tokens", params.max_tokens),
+            ("context", params.context),
+        ];
+        let mut query: Vec<String> = numbers
+            .iter()
+            .filter_map(|(name, value)| value.map(|v| format!("{name}={v}")))
+            .collect();
+        if let Some(grep) = &params.grep {
+            query.push(format!("grep={}", encode(grep)));
+        }
+        let mut rest = format!("/commands/{n}");
+        if !query.is_empty() {
+            rest.push('?');
+            rest.push_str(&query.join("&"));
+        }
         self.client
             .call(Method::GET, &self.path(&rest), NO_BODY)
             .await

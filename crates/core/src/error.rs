@@ -34,6 +34,9 @@ pub enum TerminalError {
     /// No job has this id (`job` as the client wrote it).
     #[error("job {job} not found")]
     JobNotFound { job: String },
+    /// No command of the terminal's timeline has this id (as the client wrote it).
+    #[error("command {id} not found in this terminal's timeline")]
+    CommandNotFound { id: String },
     /// No command runs that could be cancelled.
     #[error("no such running job (it may have ended)")]
     NoRunningJob,
@@ -85,6 +88,7 @@ impl TerminalError {
             | Self::RelayBusy
             | Self::InputRefused { .. } => ErrorCode::Busy,
             Self::JobNotFound { .. } | Self::NoRunningJob => ErrorCode::JobNotFound,
+            Self::CommandNotFound { .. } => ErrorCode::CommandNotFound,
             Self::FirstPromptTimeout => ErrorCode::Timeout,
             Self::InvalidCursor { .. } => ErrorCode::InvalidCursor,
             Self::CursorExpired { .. } => ErrorCode::CursorExpired,

@@ -33,6 +33,7 @@ use std::time::Duration;
 use crate::error::TerminalError;
 use ptyhub_protocol::api::{CommandResult, ExecParams, JobParams};
 
+use crate::output_window::OutputWindow;
 use crate::plain_text::{TRUNCATE_CHARS, truncate_middle};
 use crate::registry::Registry;
 use crate::terminal::{ExecRequest, TerminalHandle};
@@ -136,6 +137,10 @@ pub struct ExecOptions {
     /// The caller's `no_change_timeout`; `None` falls back to the terminal's default.
     no_change_timeout: Option<Duration>,
     is_truncated: bool,
+    /// Whether the answer carries the console history.
+    is_console_included: bool,
+    /// The part of the output the answer carries; `None`: head and tail per `truncate`.
+    window: Option<OutputWindow>,
 }
 
 impl ExecOptions {
@@ -156,6 +161,7 @@ impl ExecOptions {
         let hard_timeout = parse_seconds("hard_timeout", params.hard_timeout)?;
         let no_change_timeout = parse_seconds("no_change_timeout", params.no_change_timeout)?;
         let exec_dir = params.exec_dir.as_deref().map(ExecDir::parse).transpose()?;
+        let window = OutputWindow::from_params(&params.window)?;
         Ok(Self {
             command: params.command.clone(),
             exec_dir,
@@ -164,6 +170,8 @@ impl ExecOptions {
             hard_timeout,
             no_change_timeout,
             is_truncated: params.truncate.unwrap_or(true),
+            is_console_included: params.include_console.unwrap_or(false),
+            window,
         })
     }
 
@@ -214,8 +222,11 @@ impl ExecOptions {
 
     /// What the terminal actor is asked to run.
     pub fn request(&self, terminal_default: Option<Duration>) -> ExecRequest {
+        let command = self.shell_text();
         ExecRequest {
-            command: self.shell_text(),
+            text: (command != self.command).then(|| self.command.clone()),
+            cwd: self.exec_dir.as_ref().map(|d| d.as_str().to_owned()),
+            command,
             hard_timeout: self.hard_timeout,
             no_change_timeout: self.no_change_timeout(terminal_default),
         }
@@ -231,13 +242,23 @@ impl ExecOptions {
         }
     }
 
-    /// Shapes a result for the caller: the command as sent, the output truncated
-    /// ([`truncate_output`]) unless `truncate` was false.
+    /// Shapes a result for the caller: the command as sent, the output cut to the window
+    /// asked for (with where it lies), else truncated ([`truncate_output`]) unless `truncate`
+    /// was false, and the console history only when asked (`include_console`).
     pub fn shape(&self, mut result: CommandResult) -> CommandResult {
         result.command = Some(self.command.clone());
-        if self.is_truncated {
-            result.output = result.output.map(|o| truncate_output(&o));
+        if !self.is_console_included {
+            result.console = None;
         }
+        result.output = match (&self.window, result.output.take()) {
+            (Some(window), Some(output)) => {
+                let cut = window.apply(&output);
+                result.window = Some(cut.info);
+                Some(cut.text)
+            }
+            (None, Some(output)) if self.is_truncated => Some(truncate_output(&output)),
+            (_, output) => output,
+        };
         result
     }
 }
@@ -253,6 +274,11 @@ impl Submitted {
     /// The terminal the command runs in.
     pub fn handle(&self) -> &TerminalHandle {
         &self.handle
+    }
+
+    /// The command's id in the terminal's timeline.
+    pub fn command_id(&self) -> u64 {
+        self.command_id
     }
 
     /// See [`ExecOptions::wait_limit`].
@@ -364,8 +390,10 @@ mod tests {
             command: Some("cd -- '/tmp'\necho hi".to_owned()),
             status: CommandStatus::Completed,
             output,
-            console: Vec::new(),
+            console: Some(Vec::new()),
             exit_code: Some(0),
+            command_id: None,
+            window: None,
         }
     }
 

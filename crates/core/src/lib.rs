@@ -12,6 +12,7 @@
 //! - [`shell`]: the injected shell integration (OSC 133 marks with a per-terminal nonce);
 //! - [`tracker`]: command tracking from the marks (exec results, exit codes, console records);
 //! - [`plain_text`]: a command's output as clean text (no escape codes);
+//! - [`output_window`]: the part of an output an answer carries (`head`, `tail`, `grep`, …);
 //! - [`screen`]: the VT screen (avt) with stateful UTF-8 decoding;
 //! - [`terminal`]: the server-side actor per terminal and its [`terminal::TerminalHandle`];
 //! - [`exec`]: exec, the main use case: its defaults, `exec_dir`, `async`, timeouts,
@@ -34,6 +35,7 @@ pub mod exec;
 pub mod hints;
 pub mod holder;
 pub mod memory;
+pub mod output_window;
 pub mod plain_text;
 pub mod process;
 pub mod queries;

@@ -5,19 +5,31 @@
 //! splits them; the tracker turns them into the life of each command: submitted (exec wrote
 //! it), running (`C`: the shell accepted it; output from here on is the command's own), and
 //! finished (`D;<code>`, or the shell exiting). Commands a person types are tracked too, so a
-//! terminal is never "idle" while anything runs. Finished commands become console records.
+//! terminal is never "idle" while anything runs. Finished commands become console records
+//! and entries of the terminal's timeline ([`TimelineEntry`]: ids, texts, `seq` positions,
+//! times, exit codes), whose output is read back from the log (`terminal::timeline`).
+//!
+//! The tracker is told each event's position ([`CommandTracker::at`]) and the `command.note`
+//! events of the log ([`CommandTracker::note`]): a replay from the log then rebuilds the same
+//! timeline, with the same ids and texts, as the live terminal built.
 
 use std::collections::VecDeque;
 
 pub use ptyhub_protocol::api::ConsoleRecord;
 
 pub use ptyhub_protocol::api::CommandStatus;
+use ptyhub_protocol::api::{CommandEntry, CommandOrigin};
+use ptyhub_protocol::event::{CommandNote, Seq};
 use serde::Serialize;
 
 use crate::plain_text::{PlainText, TRUNCATE_CHARS, truncate_middle};
 
 /// Console records kept per terminal (docs/compatibility.md#console).
 pub const CONSOLE_HISTORY_MAX: usize = 100;
+/// Finished commands the timeline keeps per terminal (the oldest go first).
+pub const TIMELINE_MAX: usize = 10_000;
+/// Most output kept in memory for a line the shell never ran (its error message).
+const UNSTARTED_OUTPUT_MAX_CHARS: usize = 4096;
 /// What bash reports for a line it refused (a syntax error).
 const REFUSED_EXIT_CODE: i32 = 2;
 /// What bash reports for a line abandoned with ^C.
@@ -244,10 +256,38 @@ pub enum ShellPhase {
     Exited,
 }
 
+/// Where a command's own output begins in the log: in the event `seq`, after its
+/// `marks_before + 1`-th `C` mark (an event can hold the marks of several short commands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputStart {
+    pub seq: Seq,
+    pub marks_before: u32,
+}
+
+/// A finished command of the timeline.
+#[derive(Clone, Debug)]
+pub struct TimelineEntry {
+    pub entry: CommandEntry,
+    /// `None` for a line the shell never ran (no `C` mark): its output is kept here instead.
+    pub output_start: Option<OutputStart>,
+    pub unstarted_output: Option<String>,
+}
+
 /// One command: its text, prompt, status, exit code and output.
 pub struct CommandRecord {
     pub id: u64,
+    /// What the shell was given (exec), empty for a typed line (the console's `command`).
     pub command: String,
+    /// The timeline's text: as the caller sent it (exec), or the line as the shell accepted it
+    /// without the prompt (typed).
+    pub text: String,
+    pub origin: CommandOrigin,
+    pub cwd: Option<String>,
+    pub start_seq: Seq,
+    pub started_at: f64,
+    pub output_start: Option<OutputStart>,
+    /// Raw bytes of its own output so far.
+    pub output_bytes: u64,
     pub ps1: String,
     pub status: CommandStatus,
     pub exit_code: Option<i32>,
@@ -296,6 +336,15 @@ pub struct CommandTracker {
     has_left_editor: bool,
     /// The last window title a program set.
     title: Option<String>,
+    /// The position of the event being fed: its `seq`, its time, and the `C` marks seen in it.
+    seq: Seq,
+    ts: f64,
+    marks_here: u32,
+    /// Where in `since_prompt` typing began (line, character): what follows is the echo.
+    typing_at: Option<(usize, usize)>,
+    /// The last prompt known without an echo (an exec's `ps1`).
+    last_prompt: String,
+    timeline: VecDeque<TimelineEntry>,
 }
 
 impl CommandTracker {
@@ -312,6 +361,110 @@ impl CommandTracker {
             typed_first_line: String::new(),
             has_left_editor: false,
             title: None,
+            seq: Seq::ZERO,
+            ts: 0.0,
+            marks_here: 0,
+            typing_at: None,
+            last_prompt: String::new(),
+            timeline: VecDeque::new(),
+        }
+    }
+
+    /// The event fed next is `seq`, logged at `ts` (Unix seconds).
+    pub fn at(&mut self, seq: Seq, ts: f64) {
+        self.seq = seq;
+        self.ts = ts;
+        self.marks_here = 0;
+    }
+
+    /// Someone types at the prompt: what the line shows from here on is their echo.
+    pub fn typing(&mut self) {
+        if self.phase == ShellPhase::Idle && self.typing_at.is_none() {
+            let shown = self.since_prompt.text();
+            let line = shown.matches('\n').count();
+            let col = shown
+                .rsplit('\n')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .count();
+            self.typing_at = Some((line, col));
+        }
+    }
+
+    /// The finished commands of the timeline, oldest first.
+    pub fn timeline(&self) -> impl DoubleEndedIterator<Item = &TimelineEntry> {
+        self.timeline.iter()
+    }
+
+    /// The id the next command gets.
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Applies a `command.note` of the log. A note of a command this tracker submitted itself
+    /// (live) only adds what it lacks (the directory); one it has not seen (a replay) submits
+    /// the command with the note's id, as the live terminal did. A typed command's note gives
+    /// its text and directory. `echoed` is what the shell echoes of a submission.
+    pub fn note(&mut self, note: &CommandNote, echoed: impl Fn(&str) -> String) {
+        let is_new_exec = note.origin == CommandOrigin::Exec
+            && note.id >= self.next_id
+            && !matches!(self.phase, ShellPhase::Running | ShellPhase::Submitted);
+        if is_new_exec {
+            let shell_text = note.shell_text.as_deref().unwrap_or(&note.command);
+            self.next_id = note.id;
+            self.submit(shell_text, &echoed(shell_text));
+        }
+        let is_typed = note.origin == CommandOrigin::Typed;
+        if let Some(record) = self.current.as_mut().filter(|c| c.id == note.id) {
+            if record.cwd.is_none() {
+                record.cwd.clone_from(&note.cwd);
+            }
+            if record.output_start.is_none() {
+                // Until it starts, a command begins at its note, live as in a replay.
+                record.start_seq = self.seq;
+                record.started_at = self.ts;
+            }
+            if is_new_exec || is_typed {
+                record.text.clone_from(&note.command);
+            }
+        }
+        // A short command may have finished before its note came: its entry learns it too.
+        if let Some(done) = self
+            .timeline
+            .iter_mut()
+            .rev()
+            .find(|t| t.entry.id == note.id)
+        {
+            if done.entry.cwd.is_none() {
+                done.entry.cwd.clone_from(&note.cwd);
+            }
+            if is_typed {
+                done.entry.command.clone_from(&note.command);
+            }
+        }
+    }
+
+    /// The running command's (or the last one's) timeline entry as it stands.
+    pub fn current_entry(&self) -> Option<(CommandEntry, Option<OutputStart>)> {
+        let record = self.current.as_ref()?;
+        Some((self.entry_of(record, None), record.output_start))
+    }
+
+    fn entry_of(&self, record: &CommandRecord, end: Option<(Seq, f64)>) -> CommandEntry {
+        CommandEntry {
+            id: record.id,
+            command: record.text.clone(),
+            origin: record.origin,
+            cwd: record.cwd.clone(),
+            start_seq: record.start_seq,
+            end_seq: end.map(|(seq, _)| seq),
+            started_at: record.started_at,
+            duration: end
+                .map(|(_, ts)| ((ts - record.started_at).max(0.0) * 1000.0).round() / 1000.0),
+            exit_code: record.exit_code,
+            status: record.status,
+            output_bytes: record.output_bytes,
         }
     }
 
@@ -369,11 +522,30 @@ impl CommandTracker {
         id
     }
 
+    /// Gives the submitted command its timeline text (what the caller sent) and directory.
+    pub fn describe(&mut self, id: u64, text: &str, cwd: Option<String>) {
+        if let Some(record) = self.current.as_mut().filter(|c| c.id == id) {
+            text.clone_into(&mut record.text);
+            record.cwd = cwd;
+        }
+    }
+
     fn start_record(&mut self, command: String, ps1: String, is_exec: bool) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.current = Some(CommandRecord {
             id,
+            text: command.clone(),
+            origin: if is_exec {
+                CommandOrigin::Exec
+            } else {
+                CommandOrigin::Typed
+            },
+            cwd: None,
+            start_seq: self.seq,
+            started_at: self.ts,
+            output_start: None,
+            output_bytes: 0,
             command,
             ps1,
             status: CommandStatus::Running,
@@ -399,7 +571,10 @@ impl CommandTracker {
                     }
                     if let Some(record) = self.current.as_mut().filter(|c| c.status.is_running()) {
                         match self.phase {
-                            ShellPhase::Running => record.output.feed(&text),
+                            ShellPhase::Running => {
+                                record.output_bytes += text.len() as u64;
+                                record.output.feed(&text);
+                            }
                             ShellPhase::Submitted => record.before_start.feed(&text),
                             _ => {}
                         }
@@ -419,22 +594,38 @@ impl CommandTracker {
                         }
                     }
                 }
-                Token::Mark(Mark::CommandStart) => match self.phase {
-                    ShellPhase::Submitted => {
-                        self.phase = ShellPhase::Running;
-                        let ps1 = self.prompt_text();
-                        if let Some(record) = &mut self.current {
-                            record.ps1 = ps1;
-                            events.push(TrackerEvent::Started(record.id));
+                Token::Mark(Mark::CommandStart) => {
+                    let start = OutputStart {
+                        seq: self.seq,
+                        marks_before: self.marks_here,
+                    };
+                    self.marks_here += 1;
+                    match self.phase {
+                        ShellPhase::Submitted => {
+                            self.phase = ShellPhase::Running;
+                            let ps1 = self.prompt_text();
+                            ps1.clone_into(&mut self.last_prompt);
+                            if let Some(record) = &mut self.current {
+                                record.ps1 = ps1;
+                                record.output_start = Some(start);
+                                record.start_seq = self.seq;
+                                record.started_at = self.ts;
+                                events.push(TrackerEvent::Started(record.id));
+                            }
                         }
+                        ShellPhase::Idle | ShellPhase::Starting => {
+                            let text = self.typed_text();
+                            let id = self.start_record(String::new(), self.prompt_text(), false);
+                            if let Some(record) = &mut self.current {
+                                record.text = text;
+                                record.output_start = Some(start);
+                            }
+                            self.phase = ShellPhase::Running;
+                            events.push(TrackerEvent::Started(id));
+                        }
+                        ShellPhase::Running | ShellPhase::Exited => {}
                     }
-                    ShellPhase::Idle | ShellPhase::Starting => {
-                        let id = self.start_record(String::new(), self.prompt_text(), false);
-                        self.phase = ShellPhase::Running;
-                        events.push(TrackerEvent::Started(id));
-                    }
-                    ShellPhase::Running | ShellPhase::Exited => {}
-                },
+                }
                 Token::Mark(Mark::CommandEnd { exit_code }) => {
                     if matches!(self.phase, ShellPhase::Running | ShellPhase::Submitted) {
                         events.extend(self.finish(exit_code, None));
@@ -442,6 +633,7 @@ impl CommandTracker {
                 }
                 Token::Mark(Mark::PromptStart) => {
                     self.since_prompt = PlainText::new();
+                    self.typing_at = None;
                     if self.phase == ShellPhase::Submitted {
                         // The shell went back to its prompt without running anything: a
                         // syntax error, or an empty line.
@@ -466,6 +658,24 @@ impl CommandTracker {
             .filter(|_| !typed.is_empty())
             .unwrap_or(line)
             .to_owned()
+    }
+
+    /// The text of a line someone typed, as the shell accepted it: what was echoed after the
+    /// point where typing began, else the line without the last known prompt.
+    fn typed_text(&self) -> String {
+        let shown = self.since_prompt.text();
+        let (line, col) = self.typing_at.unwrap_or((0, 0));
+        let line = shown.split('\n').nth(line).unwrap_or_default();
+        let typed: String = if self.typing_at.is_some() {
+            line.chars().skip(col).collect()
+        } else {
+            let prompt = self.last_prompt.as_str();
+            line.strip_prefix(prompt)
+                .filter(|_| !prompt.is_empty())
+                .unwrap_or(line)
+                .to_owned()
+        };
+        typed.trim().to_owned()
     }
 
     /// Drops the last command's captured output (the terminal was closed; the log keeps it).
@@ -548,6 +758,21 @@ impl CommandTracker {
 
     fn archive(&mut self) {
         if let Some(record) = &self.current {
+            let unstarted_output = record.output_start.is_none().then(|| {
+                record
+                    .output()
+                    .chars()
+                    .take(UNSTARTED_OUTPUT_MAX_CHARS)
+                    .collect()
+            });
+            self.timeline.push_back(TimelineEntry {
+                entry: self.entry_of(record, Some((self.seq, self.ts))),
+                output_start: record.output_start,
+                unstarted_output,
+            });
+            while self.timeline.len() > TIMELINE_MAX {
+                self.timeline.pop_front();
+            }
             self.console.push_back(ConsoleRecord {
                 ps1: record.ps1.clone(),
                 command: record.command.clone(),
@@ -562,151 +787,4 @@ impl CommandTracker {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const N: &str = "n0nce";
-
-    fn mark(kind: &str) -> Vec<u8> {
-        format!("\x1b]133;{kind};k={N}\x07").into_bytes()
-    }
-
-    #[test]
-    fn marks_split_at_every_byte_are_found() {
-        let stream = [b"out".to_vec(), mark("D;7"), b"after".to_vec()].concat();
-        for cut in 0..stream.len() {
-            let mut scanner = MarkScanner::new(N);
-            let mut tokens = scanner.scan(&stream[..cut]);
-            tokens.extend(scanner.scan(&stream[cut..]));
-            let marks: Vec<_> = tokens
-                .iter()
-                .filter_map(|t| match t {
-                    Token::Mark(m) => Some(*m),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(
-                marks,
-                vec![Mark::CommandEnd { exit_code: Some(7) }],
-                "cut at {cut}"
-            );
-            let text: Vec<u8> = tokens
-                .iter()
-                .filter_map(|t| match t {
-                    Token::Text(b) => Some(b.clone()),
-                    _ => None,
-                })
-                .flatten()
-                .collect();
-            assert_eq!(text, b"outafter".to_vec(), "cut at {cut}");
-        }
-    }
-
-    /// Regression: after `printf '\033]0;'` every later exec was BUSY, even after a restart:
-    /// the unterminated OSC swallowed the shell's next marks.
-    #[test]
-    fn a_stray_unterminated_osc_does_not_swallow_the_next_marks() {
-        let mut tracker = CommandTracker::new(N);
-        tracker.feed(&mark("A"));
-        let id = tracker.submit("printf x", "printf x");
-        tracker.feed(&mark("C"));
-        // The stray sequence, then (in a later read) the shell's marks.
-        tracker.feed(b"\x1b]0;");
-        let events = tracker.feed(&[mark("D;0"), mark("A")].concat());
-        assert_eq!(events, vec![TrackerEvent::Finished(id)]);
-        assert_eq!(tracker.phase(), ShellPhase::Idle);
-        // CAN cancels an OSC too, and what follows is scanned.
-        let id = tracker.submit("printf y", "printf y");
-        let events = tracker.feed(
-            &[
-                mark("C"),
-                b"\x1b]2;half\x18out\r\n".to_vec(),
-                mark("D;3"),
-                mark("A"),
-            ]
-            .concat(),
-        );
-        assert_eq!(
-            events,
-            vec![TrackerEvent::Started(id), TrackerEvent::Finished(id)]
-        );
-        assert_eq!(tracker.current().and_then(|r| r.exit_code), Some(3));
-    }
-
-    #[test]
-    fn marks_without_the_nonce_are_plain_output() {
-        let mut tracker = CommandTracker::new(N);
-        tracker.feed(&mark("A"));
-        let id = tracker.submit("cat log", "cat log");
-        tracker.feed(&mark("C"));
-        tracker.feed(b"\x1b]133;D;0;k=forged\x07still running\r\n");
-        assert!(tracker.running().is_some());
-        let events = tracker.feed(&[mark("D;0"), mark("A")].concat());
-        assert_eq!(events, vec![TrackerEvent::Finished(id)]);
-        let record = tracker
-            .current()
-            .map(|r| (r.status, r.exit_code, r.output()));
-        assert_eq!(
-            record,
-            Some((
-                CommandStatus::Completed,
-                Some(0),
-                "still running".to_owned()
-            ))
-        );
-    }
-
-    #[test]
-    fn a_typed_command_is_tracked_and_archived() {
-        let mut tracker = CommandTracker::new(N);
-        tracker.feed(&mark("A"));
-        tracker.feed(b"$ sleep 1\r\n");
-        tracker.feed(&mark("C"));
-        assert!(tracker.running().is_some());
-        tracker.feed(&[mark("D;130"), mark("A")].concat());
-        assert_eq!(tracker.phase(), ShellPhase::Idle);
-        assert_eq!(tracker.console().count(), 1);
-    }
-
-    #[test]
-    fn ps1_is_the_prompt_without_the_echo() {
-        let mut tracker = CommandTracker::new(N);
-        tracker.feed(&mark("A"));
-        tracker.submit("echo hi", "echo hi");
-        tracker.feed(b"\x1b[?2004hroot@vm:/tmp# ");
-        tracker.feed(b"\x1b[7mecho hi\x1b[27m\r\x1b[14Cecho hi\r\n");
-        tracker.feed(&[mark("C"), b"hi\r\n".to_vec(), mark("D;0"), mark("A")].concat());
-        let ps1 = tracker.console().next().map(|r| r.ps1.clone());
-        assert_eq!(ps1.as_deref(), Some("root@vm:/tmp# "));
-    }
-
-    #[test]
-    fn a_line_abandoned_with_ctrl_c_before_it_ran_finishes() {
-        let mut tracker = CommandTracker::new(N);
-        tracker.feed(&mark("A"));
-        tracker.feed(b"\x1b[?2004h$ ");
-        let id = tracker.submit("sleep 30", "sleep 30");
-        tracker.feed(b"sleep 3^C\x1b[?2004l\r\r\n");
-        let events = tracker.feed(b"\x1b[?2004h$ ");
-        assert_eq!(events, vec![TrackerEvent::Finished(id)]);
-        assert_eq!(tracker.current().and_then(|r| r.exit_code), Some(130));
-        assert_eq!(tracker.phase(), ShellPhase::Idle);
-    }
-
-    #[test]
-    fn a_line_the_shell_refuses_finishes_with_its_message() {
-        let mut tracker = CommandTracker::new(N);
-        tracker.feed(&mark("A"));
-        tracker.submit("echo )", "echo )");
-        tracker.feed(b"echo )\r\nbash: syntax error near unexpected token `)'\r\n");
-        tracker.feed(&mark("A"));
-        let record = tracker.current().map(|r| (r.exit_code, r.output()));
-        assert_eq!(
-            record,
-            Some((
-                Some(2),
-                "bash: syntax error near unexpected token `)'".to_owned()
-            ))
-        );
-    }
-}
+mod tests;

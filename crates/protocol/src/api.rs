@@ -306,6 +306,160 @@ pub struct ExecParams {
     /// nothing; absent: where the shell already is.
     #[serde(default)]
     pub exec_dir: Option<String>,
+    /// Carry the console history (`console`) in the answer (default false on v2 and MCP; v1
+    /// always carries it).
+    #[serde(default)]
+    pub include_console: Option<bool>,
+    /// Which part of the output the answer carries (docs/compatibility.md#output-windows);
+    /// given, it replaces the head-and-tail truncation.
+    #[serde(flatten)]
+    pub window: WindowParams,
+}
+
+/// Which part of a command's output an answer carries (docs/compatibility.md#output-windows).
+/// Every field may be left out; sizes are counts of lines or characters, and a negative one
+/// (or a zero where it means nothing) is refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct WindowParams {
+    /// The first N lines (of what `offset` and `grep` leave); not with `tail`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<i64>,
+    /// The last N lines (of what `offset` and `grep` leave); not with `head`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<i64>,
+    /// The line (0-based) to start from: a window's `next_offset` continues after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<i64>,
+    /// At most this many characters of text (whole lines; one longer line is cut).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chars: Option<i64>,
+    /// At most this many tokens, estimated as characters / 4 rounded up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<i64>,
+    /// Only lines matching this regular expression (Rust `regex` syntax), with `context`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grep: Option<String>,
+    /// Lines before and after each `grep` match (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<i64>,
+}
+
+impl WindowParams {
+    /// Whether no field was given.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Lines and characters an output window left out (each line's newline counts as one
+/// character).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct OmittedSpan {
+    /// Whole or cut lines left out.
+    pub lines: u64,
+    /// Characters left out.
+    pub chars: u64,
+}
+
+/// What was left out of an output window, relative to the lines it returned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Omitted {
+    /// Before the first line returned.
+    pub before: OmittedSpan,
+    /// Between the first and the last line returned (lines `grep` did not select, and the
+    /// cut part of a line longer than the character limit).
+    pub between: OmittedSpan,
+    /// After the last line returned.
+    pub after: OmittedSpan,
+}
+
+/// Where an output window lies in the whole output (docs/compatibility.md#output-windows).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct WindowInfo {
+    /// Lines of the whole output.
+    pub total_lines: u64,
+    /// Characters of the whole output.
+    pub total_chars: u64,
+    /// The first line returned (0-based); with nothing returned, where the window started.
+    pub first_line: u64,
+    /// Lines returned (`grep`'s `--` separators not counted).
+    pub lines: u64,
+    /// The returned text's tokens, estimated as characters / 4 rounded up.
+    pub estimated_tokens: u64,
+    /// Lines `grep` matched in the part it searched (null without `grep`).
+    pub matches: Option<u64>,
+    /// What was left out.
+    pub omitted: Omitted,
+    /// Pass as `offset` (with the same other parameters) for the next window; null when
+    /// nothing selected is left after this one.
+    pub next_offset: Option<u64>,
+}
+
+/// Where a command of the timeline came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandOrigin {
+    /// ptyhub submitted it (exec, v1 exec, jobs).
+    Exec,
+    /// Someone typed it at the prompt; the shell integration marked it.
+    Typed,
+}
+
+/// One command of a terminal's timeline (docs/compatibility.md#command-timeline).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CommandEntry {
+    /// Its number in the terminal, from 1 (the same after a server restart).
+    pub id: u64,
+    /// The command's text: as the caller sent it (exec), or as the line was shown when the
+    /// shell accepted it, without the prompt (typed).
+    pub command: String,
+    /// Whether ptyhub submitted it or someone typed it.
+    pub origin: CommandOrigin,
+    /// The shell's working directory when it was submitted (exec) or accepted (typed), when
+    /// known.
+    pub cwd: Option<String>,
+    /// The `seq` of the event where it began: the shell's start mark (a line the shell never
+    /// ran: its submission).
+    pub start_seq: Seq,
+    /// The `seq` of the event where it ended; null while it runs.
+    pub end_seq: Option<Seq>,
+    /// Unix seconds (millisecond precision) of `start_seq`.
+    pub started_at: f64,
+    /// Seconds from `start_seq` to `end_seq`; null while it runs.
+    pub duration: Option<f64>,
+    /// The exit code when `status` is `completed`; null otherwise.
+    pub exit_code: Option<i32>,
+    /// Where the command is in its lifecycle.
+    pub status: CommandStatus,
+    /// Bytes the command printed, as the PTY gave them (escape codes included).
+    pub output_bytes: u64,
+}
+
+/// `GET …/commands[?after=N&limit=M]`: a page of the timeline, oldest first.
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CommandsResponse {
+    /// The terminal's id.
+    pub session_id: String,
+    /// Commands with an id greater than `after`, oldest first.
+    pub commands: Vec<CommandEntry>,
+    /// Pass as `after` for the next page; null when this page is empty.
+    pub next_after: Option<u64>,
+    /// Whether later commands than this page's exist.
+    pub has_more: bool,
+}
+
+/// `GET …/commands/{n}`: one command and a window of its output, read from the log.
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CommandOutputResponse {
+    /// The terminal's id.
+    pub session_id: String,
+    /// The command.
+    #[serde(flatten)]
+    pub command: CommandEntry,
+    /// The window of its clean output (so far, while it runs).
+    pub output: String,
+    /// Where the window lies in the whole output.
+    pub window: WindowInfo,
 }
 
 /// One finished command in the console history (docs/compatibility.md#console).
@@ -334,10 +488,18 @@ pub struct CommandResult {
     /// The command's own output as clean text (docs/compatibility.md#exec), truncated unless
     /// the exec said `truncate: false`; null while the command is running.
     pub output: Option<String>,
-    /// The terminal's newest finished commands, oldest first (at most 100).
-    pub console: Vec<ConsoleRecord>,
+    /// The terminal's newest finished commands, oldest first (at most 100): always on v1, on
+    /// v2 and MCP only when the exec asked (`include_console`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub console: Option<Vec<ConsoleRecord>>,
     /// The exit code when `status` is `completed`; null otherwise.
     pub exit_code: Option<i32>,
+    /// The command's id in the terminal's timeline (v2 and MCP exec; absent on v1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<u64>,
+    /// Where `output` lies in the whole output, when the exec asked for a window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowInfo>,
 }
 
 /// `GET …/screen`: the emulated screen and the current (or last) command.

@@ -21,6 +21,8 @@ pub enum ErrorCode {
     SessionAlreadyClosed,
     /// 404: no such job, or it is no longer running when cancelled.
     JobNotFound,
+    /// 404: no command of this terminal's timeline has this id.
+    CommandNotFound,
     /// 408, retryable: a new shell showed no prompt in time.
     Timeout,
     /// 409: reserved.
@@ -53,7 +55,7 @@ impl ErrorCode {
     /// The HTTP status this code is answered with.
     pub fn http_status(self) -> u16 {
         match self {
-            Self::SessionNotFound | Self::JobNotFound => 404,
+            Self::SessionNotFound | Self::JobNotFound | Self::CommandNotFound => 404,
             Self::SessionNotRunning | Self::SessionAlreadyClosed | Self::Busy => 409,
             Self::Timeout => 408,
             Self::Cancelled => 409,
@@ -87,6 +89,7 @@ impl ErrorCode {
             Self::SessionNotRunning => "SESSION_NOT_RUNNING",
             Self::SessionAlreadyClosed => "SESSION_ALREADY_CLOSED",
             Self::JobNotFound => "JOB_NOT_FOUND",
+            Self::CommandNotFound => "COMMAND_NOT_FOUND",
             Self::Timeout => "TIMEOUT",
             Self::Cancelled => "CANCELLED",
             Self::BackendUnavailable => "BACKEND_UNAVAILABLE",

@@ -100,9 +100,48 @@ pub enum EventKind {
         /// The number of the signal that ended it; null when it exited by itself.
         signal: Option<i32>,
     },
+    /// What ptyhub knows of a command that the output alone does not tell: its text and
+    /// working directory (docs/storage.md, "command.note").
+    #[serde(rename = "command.note")]
+    CommandNote(CommandNote),
     /// An event type this reader does not know (written by a newer ptyhub).
     #[serde(other)]
     Unknown,
+}
+
+/// A `command.note` event: the server asks the holder to log it when it submits a command
+/// (before the command's bytes) and when the shell accepts a line someone typed (after its
+/// start mark), so that a server that restarts rebuilds the timeline with the same ids, texts
+/// and directories.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandNote {
+    /// The command's number in the terminal's timeline.
+    pub id: u64,
+    /// Whether ptyhub submitted it or someone typed it.
+    pub origin: crate::api::CommandOrigin,
+    /// Its text: as the caller sent it (exec), or as shown when the shell accepted it
+    /// (typed); at most [`CommandNote::TEXT_MAX_BYTES`].
+    pub command: String,
+    /// What the shell was given, when it differs from `command` (an exec with `exec_dir`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell_text: Option<String>,
+    /// The shell's working directory (filled in by the holder when the server leaves it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+impl CommandNote {
+    /// Longest text a note keeps, in bytes (longer ones are cut at a character boundary).
+    pub const TEXT_MAX_BYTES: usize = 64 * 1024;
+
+    /// `text`, cut to [`CommandNote::TEXT_MAX_BYTES`].
+    pub fn bounded(text: &str) -> String {
+        let mut end = text.len().min(Self::TEXT_MAX_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text[..end].to_owned()
+    }
 }
 
 impl Event {

@@ -8,7 +8,8 @@
 //! Flow at a glance:
 //! 1. the server connects and sends `hello` with its version; the holder answers `hello`;
 //! 2. the server sends `subscribe { after_seq }` and reads event lines forever;
-//! 3. at any time the server sends `input`, `resize`, `signal`, `status` or `terminate`.
+//! 3. at any time the server sends `input`, `resize`, `signal`, `note`, `status` or
+//!    `terminate`.
 
 use serde::{Deserialize, Serialize};
 
@@ -64,6 +65,9 @@ pub enum HolderRequest {
         #[serde(default)]
         spare_pgid: Option<u32>,
     },
+    /// Log a `command.note` event (no answer); the holder fills in a missing `cwd` with the
+    /// program's working directory. An older holder answers `error` and logs nothing.
+    Note(crate::event::CommandNote),
     /// Ask for a [`HolderStatus`].
     Status,
     /// End the whole process tree (SIGHUP, then SIGKILL after a grace), record the exit, and

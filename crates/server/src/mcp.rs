@@ -7,7 +7,7 @@
 
 use ptyhub_client::{Client, ClientError};
 use ptyhub_protocol::api::{
-    CreateSessionParams, ExecParams, ResizeParams, SendParams, SignalParams,
+    CreateSessionParams, ExecParams, ResizeParams, SendParams, SignalParams, WindowParams,
 };
 use ptyhub_protocol::error::ApiError;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -64,6 +64,46 @@ struct ExecArgs {
     command: String,
     /// Seconds to wait for it (default: until it ends or prints nothing for 120 s, then ^C). If it is still running after this, status is "running" and it goes on.
     timeout: Option<f64>,
+    /// Only the first N lines of the output (not with tail).
+    head: Option<i64>,
+    /// Only the last N lines of the output (not with head).
+    tail: Option<i64>,
+    /// At most this many characters of output (whole lines).
+    max_chars: Option<i64>,
+    /// At most this many tokens of output (estimated as characters / 4).
+    max_tokens: Option<i64>,
+    /// Only lines matching this regular expression.
+    grep: Option<String>,
+    /// The output line (0-based) to start from (a window's next_offset).
+    offset: Option<i64>,
+    /// Lines of context around each grep match.
+    context: Option<i64>,
+    /// Include the console history of the terminal's last commands (default false).
+    include_console: Option<bool>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct CommandsArgs {
+    /// The terminal's id.
+    id: String,
+    /// A command's id (command_id of terminal_exec, or id from the list): read its output again. Absent: list the terminal's commands.
+    command_id: Option<u64>,
+    /// When listing: only commands with an id above this (next_after of the previous list).
+    after: Option<u64>,
+    /// Only the first N lines of the output (not with tail).
+    head: Option<i64>,
+    /// Only the last N lines of the output (not with head).
+    tail: Option<i64>,
+    /// The output line (0-based) to start from (a window's next_offset).
+    offset: Option<i64>,
+    /// At most this many characters of output (whole lines).
+    max_chars: Option<i64>,
+    /// At most this many tokens of output (estimated as characters / 4).
+    max_tokens: Option<i64>,
+    /// Only lines matching this regular expression.
+    grep: Option<String>,
+    /// Lines of context around each grep match.
+    context: Option<i64>,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -115,18 +155,39 @@ pub fn error_text(error: &ApiError) -> String {
     WireError::new(error.clone(), Surface::Mcp).tool_text()
 }
 
-/// A call's answer as a tool result: its `data` as pretty JSON (keys sorted, as
-/// `serde_json::Value` keeps them), or the error.
+/// A call's answer as a tool result: its `data` as compact JSON (keys sorted, as
+/// `serde_json::Value` keeps them; a screen without its trailing empty rows), or the error.
 fn tool_result<T: Serialize>(answer: Result<T, ClientError>) -> CallToolResult {
     match answer.map_err(ClientError::into_api).and_then(|data| {
         serde_json::to_value(&data)
             .map_err(|e| ApiError::internal(format!("cannot encode the answer: {e}")))
     }) {
-        Ok(data) => {
-            let text = serde_json::to_string_pretty(&data).unwrap_or_default();
+        Ok(mut data) => {
+            trim_screen(&mut data);
+            let text = serde_json::to_string(&data).unwrap_or_default();
             CallToolResult::success(vec![ContentBlock::text(text)])
         }
         Err(error) => CallToolResult::error(vec![ContentBlock::text(error_text(&error))]),
+    }
+}
+
+/// Drops the empty rows at the bottom of a `screen` (of the answer, or of the snapshot an
+/// `observe` answer holds): they cost a model characters and tell it nothing (`rows` still
+/// gives the screen's height).
+fn trim_screen(data: &mut serde_json::Value) {
+    if let Some(rows) = data
+        .get_mut("screen")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        while rows
+            .last()
+            .is_some_and(|row| row.as_str().is_some_and(|r| r.trim().is_empty()))
+        {
+            rows.pop();
+        }
+    }
+    if let Some(snapshot) = data.get_mut("snapshot") {
+        trim_screen(snapshot);
     }
 }
 
@@ -182,7 +243,7 @@ impl PtyhubMcp {
     }
 
     #[tool(
-        description = "Run a shell command in a terminal and wait for it: returns status (completed, running, no_change_timeout, hard_timeout), the command's own output (no prompt or echo; long output keeps its head and tail) and exit_code. cd and export persist. For interactive programs use terminal_send instead."
+        description = "Run a shell command in a terminal and wait for it: returns status (completed, running, no_change_timeout, hard_timeout), the command's own output (no prompt or echo; long output keeps its head and tail) and exit_code. cd and export persist. To get only the part of a long output you need, pass tail (last lines), head, grep (+ context), or max_tokens; window tells what was left out and next_offset continues. For interactive programs use terminal_send instead."
     )]
     async fn terminal_exec(
         &self,
@@ -192,10 +253,47 @@ impl PtyhubMcp {
         let params = ExecParams {
             command: a.command,
             timeout: a.timeout,
+            include_console: a.include_console,
+            window: WindowParams {
+                head: a.head,
+                tail: a.tail,
+                max_chars: a.max_chars,
+                max_tokens: a.max_tokens,
+                grep: a.grep,
+                context: a.context,
+                offset: a.offset,
+            },
             ..ExecParams::default()
         };
         let client = self.client_for(&context);
         Ok(tool_result(client.terminal(&a.id).exec(&params).await))
+    }
+
+    #[tool(
+        description = "The commands a terminal ran (by exec or typed), with exit codes, and the output of any of them read again without re-running it: pass command_id with tail, head, grep (+ context), offset or max_tokens to get just the part you need (window.next_offset continues). Without command_id: the list, oldest first (after pages on)."
+    )]
+    async fn terminal_commands(
+        &self,
+        context: Extensions,
+        Parameters(a): Parameters<CommandsArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let client = self.client_for(&context);
+        let terminal = client.terminal(&a.id);
+        Ok(match a.command_id {
+            Some(n) => {
+                let window = WindowParams {
+                    head: a.head,
+                    tail: a.tail,
+                    offset: a.offset,
+                    max_chars: a.max_chars,
+                    max_tokens: a.max_tokens,
+                    grep: a.grep,
+                    context: a.context,
+                };
+                tool_result(terminal.command(n, &window).await)
+            }
+            None => tool_result(terminal.commands(a.after.unwrap_or(0), None).await),
+        })
     }
 
     #[tool(

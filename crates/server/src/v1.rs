@@ -208,6 +208,9 @@ async fn exec(
         hard_timeout: params.hard_timeout,
         truncate: params.truncate,
         exec_dir: None,
+        // v1 answers always carry the console history.
+        include_console: Some(true),
+        window: ptyhub_protocol::api::WindowParams::default(),
     };
     // The directory was checked above; a new session already starts there.
     let options = ExecOptions::from_params(&exec)
@@ -270,7 +273,7 @@ async fn view_of(handle: &ptyhub_core::terminal::TerminalHandle) -> Result<ViewR
     Ok(ViewResponse {
         output: screen.output,
         session_id: screen.session_id,
-        console: result.console,
+        console: result.console.unwrap_or_default(),
         status: screen.status,
         command: result.command,
         exit_code: screen.exit_code,

@@ -56,6 +56,8 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/v2/pty/sessions/{id}/jobs/{job}/cancel", post(job_cancel))
         .route("/v2/pty/sessions/{id}/jobs/{job}/await", post(job_await))
         .route("/v2/pty/sessions/{id}/stop", post(stop))
+        .route("/v2/pty/sessions/{id}/commands", get(commands))
+        .route("/v2/pty/sessions/{id}/commands/{n}", get(command))
         .route("/v2/version", get(version))
         .route("/v2/backends", get(backends))
 }
@@ -171,7 +173,10 @@ async fn exec(
         let submitted = exec::submit(&state.registry, &principal.owner, &id, &options).await?;
         return Ok(crate::stream::exec_events(submitted));
     }
-    let result = exec::run(&state.registry, &principal.owner, &id, &options).await?;
+    let submitted = exec::submit(&state.registry, &principal.owner, &id, &options).await?;
+    let command_id = submitted.command_id();
+    let mut result = submitted.wait_for_result().await?;
+    result.command_id = Some(command_id);
     Ok(Json(Envelope::ok("Command executed", result)).into_response())
 }
 
@@ -511,11 +516,76 @@ async fn stop(
     )
 }
 
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct CommandsQuery {
+    #[serde(default)]
+    after: u64,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// The terminal's command timeline, oldest first after `after`.
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/commands", tag = "v2", operation_id = "v2_commands", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::CommandsResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+async fn commands(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    QueryParams(query): QueryParams<CommandsQuery>,
+) -> Answer<ptyhub_protocol::api::CommandsResponse> {
+    principal.allow(Operation::Read)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    ok(
+        "Commands listed",
+        timeline::list(&handle, query.after, query.limit).await?,
+    )
+}
+
+/// The window parameters as a query string (docs/compatibility.md#output-windows).
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct WindowQuery {
+    head: Option<i64>,
+    tail: Option<i64>,
+    offset: Option<i64>,
+    max_chars: Option<i64>,
+    max_tokens: Option<i64>,
+    grep: Option<String>,
+    context: Option<i64>,
+}
+
+/// One command of the timeline with a window of its output, read from the log.
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/commands/{n}", tag = "v2", operation_id = "v2_command", params(("id" = String, Path, description = "the terminal id"), ("n" = u64, Path, description = "the command's id in the timeline")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::CommandOutputResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+async fn command(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path((id, n)): Path<(String, String)>,
+    QueryParams(query): QueryParams<WindowQuery>,
+) -> Answer<ptyhub_protocol::api::CommandOutputResponse> {
+    principal.allow(Operation::Read)?;
+    let handle = state.registry.get(&principal.owner, &id).await?;
+    let n: u64 = n.parse().map_err(|_| {
+        ApiError::invalid(format!("command id must be a positive number, not {n:?}"))
+    })?;
+    let params = ptyhub_protocol::api::WindowParams {
+        head: query.head,
+        tail: query.tail,
+        offset: query.offset,
+        max_chars: query.max_chars,
+        max_tokens: query.max_tokens,
+        grep: query.grep,
+        context: query.context,
+    };
+    ok("Command read", timeline::get(&handle, n, &params).await?)
+}
+
+use ptyhub_core::terminal::timeline;
+
 /// The OpenAPI description of these routes, generated from the handlers above.
 #[derive(utoipa::OpenApi)]
 #[openapi(paths(
     create, list, status, close, exec, screen, input, wait, resize, events, send, version,
     backends, signal, snapshot, observe, scrollback, job_start, job_get, job_cancel, job_await,
-    stop
+    stop, commands, command
 ))]
 pub struct V2Doc;

@@ -25,6 +25,7 @@ async def main():
             expected = {
                 "terminal_open", "terminal_list", "terminal_exec", "terminal_send",
                 "terminal_read", "terminal_signal", "terminal_resize", "terminal_close",
+                "terminal_commands",
             }
             check(expected <= tools, f"tools: {sorted(tools)}")
 
@@ -32,6 +33,28 @@ async def main():
             check(opened["session_id"] == "mcp-1", f"open: {opened}")
             ran = payload(await session.call_tool("terminal_exec", {"id": "mcp-1", "command": "echo hi; (exit 4)"}))
             check(ran["output"] == "hi" and ran["exit_code"] == 4, f"exec: {ran}")
+            check("console" not in ran, f"exec carries no console unless asked: {ran}")
+            raw = await session.call_tool("terminal_exec", {"id": "mcp-1", "command": "seq 1 30", "tail": 2})
+            check("\n" not in raw.content[0].text, f"tool results are compact JSON: {raw.content[0].text!r}")
+            windowed = payload(raw)
+            check(windowed["output"] == "29\n30", f"exec tail window: {windowed}")
+            check(windowed["window"]["omitted"]["before"]["lines"] == 28, f"omitted: {windowed}")
+            grepped = payload(await session.call_tool(
+                "terminal_exec",
+                {"id": "mcp-1", "command": "seq 1 30", "grep": "^15$", "context": 1, "include_console": True},
+            ))
+            check(grepped["output"] == "14\n15\n16", f"exec grep window: {grepped}")
+            check(len(grepped["console"]) == 3, f"console when asked: {grepped}")
+            listed = payload(await session.call_tool("terminal_commands", {"id": "mcp-1"}))
+            check([c["command"] for c in listed["commands"]] == ["echo hi; (exit 4)", "seq 1 30", "seq 1 30"],
+                  f"timeline: {listed}")
+            check(listed["commands"][0]["exit_code"] == 4, f"timeline exit code: {listed}")
+            reread = payload(await session.call_tool(
+                "terminal_commands", {"id": "mcp-1", "command_id": windowed["command_id"], "grep": "^2[05]$"},
+            ))
+            check(reread["output"] == "20\n--\n25" and reread["window"]["matches"] == 2, f"re-read: {reread}")
+            bad = await session.call_tool("terminal_exec", {"id": "mcp-1", "command": "true", "head": -1})
+            check(is_error(bad) and "INVALID_INPUT" in bad.content[0].text, f"bad window: {bad}")
 
             asked = payload(await session.call_tool(
                 "terminal_send",
@@ -43,6 +66,7 @@ async def main():
 
             snapshot = payload(await session.call_tool("terminal_read", {"id": "mcp-1", "mode": "snapshot"}))
             check(any("got=y" in line for line in snapshot["screen"]), f"snapshot: {snapshot}")
+            check(snapshot["screen"][-1].strip() != "", f"no trailing empty rows: {snapshot}")
             listed = payload(await session.call_tool("terminal_list", {}))
             check([s["session_id"] for s in listed["sessions"]] == ["mcp-1"], f"list: {listed}")
 

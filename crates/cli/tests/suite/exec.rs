@@ -23,7 +23,14 @@ async fn output_and_exit_codes_of_plain_multiline_and_heredoc_commands() {
 
     let script =
         "for i in 1 2 3; do\n  echo line $i\ndone\ncat <<'EOF'\n$HOME stays literal\nEOF\n(exit 7)";
-    let result = exec(&client, &id, script).await;
+    // v2 carries the console history only when asked.
+    let answer = exec_raw(
+        &client,
+        &id,
+        json!({ "command": script, "timeout": 60, "include_console": true }),
+    )
+    .await;
+    let result = data(&answer).clone();
     assert_eq!(
         result["output"],
         "line 1\nline 2\nline 3\n$HOME stays literal"
@@ -309,7 +316,13 @@ async fn zsh_gets_exit_codes_and_clean_output() {
     let result = exec(&client, &id, "printf no-newline; cd /usr; export Z=1").await;
     assert_eq!(result["output"], "no-newline");
     let script = "for i in 1 2; do\n  echo $i $Z $PWD\ndone\ncat <<EOF\nheredoc\nEOF\n(exit 6)";
-    let result = exec(&client, &id, script).await;
+    let answer = exec_raw(
+        &client,
+        &id,
+        json!({ "command": script, "timeout": 60, "include_console": true }),
+    )
+    .await;
+    let result = data(&answer).clone();
     assert_eq!(result["output"], "1 1 /usr\n2 1 /usr\nheredoc");
     assert_eq!(result["exit_code"], 6);
     let ps1 = result["console"][1]["ps1"]

@@ -15,6 +15,7 @@ mod observe;
 mod rotation;
 mod send;
 mod send_truth;
+mod timeline;
 mod tmux;
 mod trust;
 mod v1_sdk;

@@ -752,6 +752,17 @@ impl ControlHolder {
                 let status = HolderMessage::Status(self.status());
                 self.clients[i].send_message(&status);
             }
+            HolderRequest::Note(mut note) => {
+                // After the output tmux already sent, as the native holder logs it in order.
+                self.flush_output();
+                if note.cwd.is_none() {
+                    self.refresh_cwd();
+                    note.cwd = Some(self.meta.cwd.clone());
+                }
+                if let Err(error) = self.log.append(EventKind::CommandNote(note)) {
+                    eprintln!("holder: cannot log a command note: {error}");
+                }
+            }
             HolderRequest::Terminate => self.begin_ending(),
         }
     }

@@ -469,6 +469,15 @@ impl Holder {
                 let message = self.signal_foreground(signal, spare_pgid);
                 self.clients[i].send_message(&message);
             }
+            HolderRequest::Note(mut note) => {
+                if note.cwd.is_none() {
+                    self.refresh_cwd();
+                    note.cwd = Some(self.meta.cwd.clone());
+                }
+                if let Err(error) = self.log.append(EventKind::CommandNote(note)) {
+                    eprintln!("holder: cannot log a command note: {error}");
+                }
+            }
             HolderRequest::Status => {
                 self.refresh_cwd();
                 let status = HolderMessage::Status(self.status());

@@ -4,7 +4,8 @@
 //! grace, tracking gives up after another), results by id and the jobs' view of them.
 
 use crate::error::TerminalError;
-use ptyhub_protocol::api::{CommandResult, CommandStatus};
+use ptyhub_protocol::api::{CommandEntry, CommandOrigin, CommandResult, CommandStatus};
+use ptyhub_protocol::event::CommandNote;
 use ptyhub_protocol::holder::HolderRequest;
 use tokio::sync::oneshot;
 use tokio::time::{Duration, Instant};
@@ -54,7 +55,7 @@ impl Actor {
                 result.output = result.output.map(|o| {
                     crate::plain_text::truncate_middle(&o, crate::plain_text::TRUNCATE_CHARS)
                 });
-                result.console.clear();
+                result.console = None;
                 self.finished.push_back((id, result));
                 while self.finished.len() > FINISHED_KEPT {
                     if let Some((old, _)) = self.finished.pop_front() {
@@ -131,6 +132,23 @@ impl Actor {
         let id = self
             .tracker
             .submit(&request.command, &self.kind.echoed(&request.command));
+        let text = request.text.as_deref().unwrap_or(&request.command);
+        self.tracker.describe(id, text, request.cwd.clone());
+        // The log learns the command before its bytes, so a replay submits it at the same
+        // place with the same id (an older holder refuses the note; the log then lacks it).
+        let note = CommandNote {
+            id,
+            origin: CommandOrigin::Exec,
+            command: CommandNote::bounded(text),
+            shell_text: request
+                .text
+                .is_some()
+                .then(|| CommandNote::bounded(&request.command)),
+            cwd: request.cwd.clone(),
+        };
+        if let Some(link) = self.link.as_mut() {
+            let _ = link.send(&HolderRequest::Note(note)).await;
+        }
         self.timers = CommandTimers {
             hard_deadline: request.hard_timeout.map(|t| Instant::now() + t),
             no_change: request.no_change_timeout,
@@ -237,6 +255,49 @@ impl Actor {
         })
     }
 
+    /// Commands of the timeline with an id above `after`, at most `limit`, and whether more
+    /// follow: the finished ones, then the running one.
+    pub(super) fn timeline_page(&self, after: u64, limit: usize) -> (Vec<CommandEntry>, bool) {
+        let running = self
+            .tracker
+            .current_entry()
+            .filter(|(entry, _)| entry.status.is_running())
+            .map(|(entry, _)| entry);
+        let mut matching = self
+            .tracker
+            .timeline()
+            .map(|t| &t.entry)
+            .chain(running.as_ref())
+            .filter(|entry| entry.id > after);
+        let page: Vec<CommandEntry> = matching.by_ref().take(limit).cloned().collect();
+        (page, matching.next().is_some())
+    }
+
+    /// Command `id` of the timeline and where its output is in the log.
+    pub(super) fn command_source(&self, id: u64) -> Option<super::timeline::CommandSource> {
+        let source =
+            |entry: CommandEntry, output_start, unstarted_output| super::timeline::CommandSource {
+                entry,
+                output_start,
+                unstarted_output,
+                log: self.log.clone(),
+                nonce: self.meta.integration_nonce.clone(),
+            };
+        if let Some((entry, start)) = self
+            .tracker
+            .current_entry()
+            .filter(|(entry, _)| entry.id == id && entry.status.is_running())
+        {
+            return Some(source(entry, start, None));
+        }
+        let done = self.tracker.timeline().rev().find(|t| t.entry.id == id)?;
+        Some(source(
+            done.entry.clone(),
+            done.output_start,
+            done.unstarted_output.clone(),
+        ))
+    }
+
     pub(super) fn command_result(&self, id: Option<u64>) -> CommandResult {
         let record = self
             .tracker
@@ -250,8 +311,10 @@ impl Actor {
             output: record
                 .filter(|c| !c.status.is_running())
                 .map(|c| c.output()),
-            console: self.tracker.console().cloned().collect(),
+            console: Some(self.tracker.console().cloned().collect()),
             exit_code: record.and_then(|c| c.exit_code),
+            command_id: None,
+            window: None,
         }
     }
 }

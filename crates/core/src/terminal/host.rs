@@ -13,6 +13,9 @@ use super::live::LiveEvent;
 use super::{Actor, Foreground, InputAck, InputReceipt, REPLAY_STEP_BYTES, Signaled, not_running};
 use crate::queries::Query;
 use crate::state_dir;
+use crate::tracker::TrackerEvent;
+use ptyhub_protocol::api::CommandOrigin;
+use ptyhub_protocol::event::CommandNote;
 
 /// The output of `future` if it is ready without waiting.
 fn poll_once<F: std::future::Future>(future: F) -> Option<F::Output> {
@@ -185,6 +188,11 @@ impl Actor {
             let answers = std::mem::take(&mut self.query_answers);
             let _ = self.write_input(&answers, None).await;
         }
+        for note in std::mem::take(&mut self.notes) {
+            if let Some(link) = self.link.as_mut() {
+                let _ = link.send(&HolderRequest::Note(note)).await;
+            }
+        }
         self.submit_pending_when_ready(false).await;
     }
 
@@ -193,12 +201,14 @@ impl Actor {
             return;
         }
         self.last_seq = seq;
+        self.tracker.at(seq, ts);
         let mut queries = Vec::new();
         let published = match kind {
             EventKind::Output { data } => {
                 let events = self.tracker.feed(&data);
                 self.last_output_at = Instant::now();
                 self.last_activity = ts as u64;
+                self.note_typed(&events);
                 self.notify(&events);
                 self.queries.feed(&data, |query| queries.push(query));
                 LiveEvent::Output {
@@ -240,6 +250,11 @@ impl Actor {
                     signal,
                 }
             }
+            EventKind::CommandNote(note) => {
+                let kind = self.kind;
+                self.tracker.note(&note, |command| kind.echoed(command));
+                LiveEvent::Other { seq }
+            }
             _ => LiveEvent::Other { seq },
         };
         if !queries.is_empty() && self.is_caught_up() {
@@ -252,6 +267,30 @@ impl Actor {
             self.answer_queries(&queries);
         }
         let _ = self.seq_tx.send(seq);
+    }
+
+    /// A line someone typed started: its text goes to the log as a `command.note` (live only:
+    /// a replayed command's note is in the log already, if its server wrote one).
+    fn note_typed(&mut self, events: &[TrackerEvent]) {
+        if !self.is_caught_up() || self.link.is_none() {
+            return;
+        }
+        for event in events {
+            if let TrackerEvent::Started(id) = *event
+                && let Some(record) = self
+                    .tracker
+                    .current()
+                    .filter(|r| r.id == id && r.origin == CommandOrigin::Typed)
+            {
+                self.notes.push(CommandNote {
+                    id,
+                    origin: CommandOrigin::Typed,
+                    command: CommandNote::bounded(&record.text),
+                    shell_text: None,
+                    cwd: None,
+                });
+            }
+        }
     }
 
     /// A program asked the terminal something: with no writer connected to answer, ptyhub

@@ -33,7 +33,7 @@ pub async fn start(
         .exec(ExecRequest {
             command,
             hard_timeout,
-            no_change_timeout: None,
+            ..ExecRequest::default()
         })
         .await?;
     get(handle, &job_id(id)).await

@@ -17,9 +17,10 @@
 //! The actor is split by concern: `host` (the backend link: connect or replay, apply each
 //! line, answers to requests, input), `commands` (submission, `BUSY`, the timeout ladder,
 //! results), `closing` (ending the tree, marking it closed); [`live`] is where live
-//! connections meet the actor's events, and [`send`], [`signal`], [`observe`] and [`jobs`]
-//! are the use cases built on the handle. Everything the actor needs from the processes goes
-//! through its [`Backend`]; the actor is unit-tested against a fake one (`tests`).
+//! connections meet the actor's events, and [`send`], [`signal`], [`observe`], [`jobs`] and
+//! [`timeline`] are the use cases built on the handle. Everything the actor needs from the
+//! processes goes through its [`Backend`]; the actor is unit-tested against a fake one
+//! (`tests`).
 
 mod closing;
 mod commands;
@@ -32,6 +33,7 @@ pub mod send;
 pub mod signal;
 #[cfg(test)]
 mod tests;
+pub mod timeline;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -40,8 +42,8 @@ use std::time::Duration;
 
 use crate::error::TerminalError;
 use ptyhub_protocol::api::{
-    CommandResult, CommandStatus, InputMode, InputReceipt, ScreenResponse, TerminalInfo,
-    TerminalState, WaitsOn,
+    CommandEntry, CommandResult, CommandStatus, InputMode, InputReceipt, ScreenResponse,
+    TerminalInfo, TerminalState, WaitsOn,
 };
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::holder::{HolderLine, HolderRequest, HolderStatus};
@@ -74,7 +76,13 @@ const ESCALATION_SIGNAL: rustix::process::Signal = rustix::process::Signal::KILL
 /// What exec asks of the actor.
 #[derive(Clone, Debug, Default)]
 pub struct ExecRequest {
+    /// What the shell is given.
     pub command: String,
+    /// The command as the caller sent it, when it differs from `command` (the timeline's
+    /// text).
+    pub text: Option<String>,
+    /// The directory it runs in, when the caller chose one.
+    pub cwd: Option<String>,
     pub hard_timeout: Option<Duration>,
     pub no_change_timeout: Option<Duration>,
 }
@@ -102,6 +110,13 @@ enum Request {
     Foreground(oneshot::Sender<Option<Foreground>>),
     /// A signal (its number) for the foreground process group.
     Signal(i32, oneshot::Sender<Result<Signaled, TerminalError>>),
+    /// A page of the timeline: commands after an id, at most a number of them.
+    Commands(u64, usize, oneshot::Sender<TimelinePage>),
+    /// One command of the timeline and where its output is.
+    CommandSource(
+        u64,
+        oneshot::Sender<(String, Option<timeline::CommandSource>)>,
+    ),
     /// Whether input can be typed now, and the last command.
     Shell(oneshot::Sender<ShellState>),
     /// The rendered screen alone.
@@ -133,6 +148,9 @@ pub struct CommandBrief {
     pub status: CommandStatus,
     pub exit_code: Option<i32>,
 }
+
+/// The terminal's id, a page of its timeline, and whether later commands exist.
+pub type TimelinePage = (String, Vec<CommandEntry>, bool);
 
 /// What the terminal's foreground process group is doing, as its backend reports it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -421,6 +439,21 @@ impl TerminalHandle {
         self.ask(|reply| Request::Cancel(id, reply)).await?
     }
 
+    /// The terminal's id, the commands of its timeline with an id above `after` (at most
+    /// `limit`, oldest first), and whether later ones exist.
+    pub async fn commands(&self, after: u64, limit: usize) -> Result<TimelinePage, TerminalError> {
+        self.ask(|reply| Request::Commands(after, limit, reply))
+            .await
+    }
+
+    /// The terminal's id and command `id` of its timeline with where its output is.
+    pub async fn command_source(
+        &self,
+        id: u64,
+    ) -> Result<(String, Option<timeline::CommandSource>), TerminalError> {
+        self.ask(|reply| Request::CommandSource(id, reply)).await
+    }
+
     /// Whether input can be typed now, and the running or last command.
     pub async fn shell_state(&self) -> Result<ShellState, TerminalError> {
         self.ask(Request::Shell).await
@@ -498,6 +531,8 @@ struct Actor {
     queries: QueryScanner,
     /// Answers to terminal queries ptyhub gives itself (no writer is connected), to be sent.
     query_answers: Vec<u8>,
+    /// `command.note`s of typed commands, to be sent to the host for its log.
+    notes: Vec<ptyhub_protocol::event::CommandNote>,
 }
 
 impl Actor {
@@ -539,6 +574,7 @@ impl Actor {
             live,
             queries: QueryScanner::default(),
             query_answers: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -593,6 +629,7 @@ impl Actor {
             }
             Request::Input(data, discard_unread, reply) => {
                 self.has_typed_input = true;
+                self.tracker.typing();
                 if let Err(error) = self
                     .write_input_with(&data, discard_unread, Some(reply))
                     .await
@@ -659,6 +696,13 @@ impl Actor {
                     None => Err(TerminalError::NoRunningJob),
                 };
                 let _ = reply.send(outcome);
+            }
+            Request::Commands(after, limit, reply) => {
+                let (commands, has_more) = self.timeline_page(after, limit);
+                let _ = reply.send((self.meta.id.to_string(), commands, has_more));
+            }
+            Request::CommandSource(id, reply) => {
+                let _ = reply.send((self.meta.id.to_string(), self.command_source(id)));
             }
             Request::Lines(reply) => {
                 let _ = reply.send(self.screen.read(crate::screen::Screen::all_lines));

@@ -123,8 +123,9 @@ async fn history_is_replayed_before_a_command_is_submitted() {
     let id = t.handle.exec(exec("true")).await.expect("submitted");
     let result = t.handle.command_result(Some(id)).await.expect("a result");
     assert_eq!(result.status, CommandStatus::Running);
-    assert_eq!(result.console.len(), 1, "{:?}", result.console);
-    assert_eq!(result.console[0].output, "a b");
+    let console = result.console.unwrap_or_default();
+    assert_eq!(console.len(), 1, "{console:?}");
+    assert_eq!(console[0].output, "a b");
     assert_eq!(t.fake.connects(), 1);
 }
 
@@ -368,6 +369,7 @@ async fn a_real_recording_replays_to_the_console_the_reference_expects() {
     let result = handle.command_result(None).await.expect("a result");
     let console: Vec<serde_json::Value> = result
         .console
+        .unwrap_or_default()
         .iter()
         .map(|record| {
             serde_json::json!({ "command": record.command, "output": record.output, "ps1": record.ps1 })

@@ -150,8 +150,10 @@ fn command_result(
         output: record
             .filter(|c| !c.status.is_running())
             .map(|c| truncate_middle(&c.output(), TRUNCATE_CHARS)),
-        console: tracker.console().cloned().collect(),
+        console: Some(tracker.console().cloned().collect()),
         exit_code: record.and_then(|c| c.exit_code),
+        command_id: None,
+        window: None,
     }
 }
 
