@@ -139,6 +139,8 @@ pub struct ExecOptions {
     is_truncated: bool,
     /// Whether the answer carries the console history.
     is_console_included: bool,
+    /// Answer as soon as the command waits for input.
+    is_input_returned: bool,
     /// The part of the output the answer carries; `None`: head and tail per `truncate`.
     window: Option<OutputWindow>,
 }
@@ -171,6 +173,7 @@ impl ExecOptions {
             no_change_timeout,
             is_truncated: params.truncate.unwrap_or(true),
             is_console_included: params.include_console.unwrap_or(false),
+            is_input_returned: params.return_on_input.unwrap_or(true),
             window,
         })
     }
@@ -298,10 +301,24 @@ impl Submitted {
         if self.options.is_async {
             return self.result_now().await;
         }
-        let result = self
-            .handle
-            .wait_command(Some(self.command_id), self.options.timeout)
-            .await?;
+        if !self.options.is_input_returned {
+            let result = self
+                .handle
+                .wait_command(Some(self.command_id), self.options.timeout)
+                .await?;
+            return Ok(self.options.shape(result));
+        }
+        let waited = crate::terminal::input_wait::wait_command_or_input(
+            &self.handle,
+            Some(self.command_id),
+            self.options.timeout,
+        )
+        .await?;
+        let mut result = waited.result;
+        if let Some(reason) = waited.wait_reason {
+            result.wait_reason = Some(reason);
+            result.output = waited.output_so_far;
+        }
         Ok(self.options.shape(result))
     }
 }
@@ -394,6 +411,7 @@ mod tests {
             exit_code: Some(0),
             command_id: None,
             window: None,
+            wait_reason: None,
         }
     }
 

@@ -310,6 +310,11 @@ pub struct ExecParams {
     /// always carries it).
     #[serde(default)]
     pub include_console: Option<bool>,
+    /// Answer as soon as the command waits for input (status `running`, `wait_reason:
+    /// "stdin_read"` and the output so far) rather than when it ends or `timeout` passes.
+    /// Default true on v2 and MCP; v1 waits as it always did.
+    #[serde(default)]
+    pub return_on_input: Option<bool>,
     /// Which part of the output the answer carries (docs/compatibility.md#output-windows);
     /// given, it replaces the head-and-tail truncation.
     #[serde(flatten)]
@@ -500,6 +505,10 @@ pub struct CommandResult {
     /// Where `output` lies in the whole output, when the exec asked for a window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowInfo>,
+    /// `stdin_read` when the exec answered because its command waits for input (status
+    /// `running`; `output` is the output so far, ending with the question); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_reason: Option<WaitReason>,
 }
 
 /// `GET …/screen`: the emulated screen and the current (or last) command.

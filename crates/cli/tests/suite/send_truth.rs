@@ -261,3 +261,60 @@ async fn output_between_sends_is_returned_with_the_exit_code() {
     .await;
     assert_eq!(bad.status, 400, "{}", bad.body);
 }
+
+/// exec answers as soon as its command asks for input (v2), with the question; the answer is a
+/// send, whose answer carries the command's end. What printed after an exec answered is in the
+/// caller's next send. v1 exec waits as it always did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_answers_when_its_command_asks_and_send_continues() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let exec = |body: Value| {
+        let client = client.clone();
+        let path = format!("/v2/pty/sessions/{id}/exec");
+        async move {
+            let answer = post(&client, &path, body).await;
+            assert_eq!(answer.status, 200, "{}", answer.body);
+            data(&answer).clone()
+        }
+    };
+    let started = std::time::Instant::now();
+    let asked =
+        exec(json!({ "command": "read -r -p 'Name: ' n; echo hi-$n; (exit 4)", "timeout": 60 }))
+            .await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{asked}"
+    );
+    assert_eq!(asked["status"], "running", "{asked}");
+    assert_eq!(asked["wait_reason"], "stdin_read", "{asked}");
+    assert!(output(&asked).ends_with("Name: "), "{asked}");
+    let answered = send(&client, &id, json!({ "text": "bob", "submit": true })).await;
+    assert!(output(&answered).contains("hi-bob"), "{answered}");
+    assert_eq!(answered["command_exit_code"], 4, "{answered}");
+    assert_eq!(answered["command_id"], asked["command_id"], "{answered}");
+
+    let done = exec(json!({ "command": "(sleep 1; echo LATE-BG) &" })).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(done.get("wait_reason").is_none(), "{done}");
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let later = send(&client, &id, json!({ "text": "" })).await;
+    assert!(output(&later).contains("LATE-BG"), "{later}");
+    assert_eq!(
+        later["command_exit_code"],
+        Value::Null,
+        "already given: {later}"
+    );
+
+    let v1 = post(
+        &client,
+        "/v1/shell/exec",
+        json!({ "id": id, "command": "read -r -p 'Again: ' n", "timeout": 1.5 }),
+    )
+    .await;
+    assert_eq!(v1.status, 200, "{}", v1.body);
+    assert_eq!(data(&v1)["status"], "running", "{}", v1.body);
+    assert!(data(&v1).get("wait_reason").is_none(), "{}", v1.body);
+    send(&client, &id, json!({ "text": "x", "submit": true })).await;
+}

@@ -315,6 +315,7 @@ impl Actor {
             exit_code: record.and_then(|c| c.exit_code),
             command_id: None,
             window: None,
+            wait_reason: None,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Waiting for a running command that may stop to ask for input: the wait ends when the
-//! command ends, or as soon as — its output settled — a process of the terminal's foreground
-//! group (not the shell) is blocked reading the terminal with nothing typed left unread, the
-//! same kernel facts `send` reads ([`super::send`]). An exec whose command asks a question
+//! command ends, or as soon as — its output settled, the shell having started it — a process
+//! of the terminal's foreground group is blocked reading the terminal with nothing typed left
+//! unread (a program, or the shell's own `read`), the same kernel facts `send` reads
+//! ([`super::send`]). An exec whose command asks a question
 //! therefore answers `running` with the question, not after its timeout.
 //!
 //! While a command runs quietly the facts are looked at with a growing pause (from 25 ms to
@@ -81,9 +82,17 @@ async fn asks_for_input(
     let Some(facts) = handle.foreground().await? else {
         return Ok(None);
     };
-    let is_waiting =
-        facts.is_reading && !facts.is_shell && facts.input_queued.is_none_or(|queued| queued == 0);
+    let is_waiting = facts.is_reading && facts.input_queued.is_none_or(|queued| queued == 0);
     if !is_waiting {
+        return Ok(None);
+    }
+    // Before the shell starts the command its line editor reads the terminal: that is no
+    // question of the command.
+    let shell = handle.shell_state().await?;
+    let is_this_command = shell
+        .last_command
+        .is_some_and(|c| id.is_none_or(|id| id == c.id));
+    if !shell.is_command_running || !is_this_command {
         return Ok(None);
     }
     let result = handle.command_result(id).await?;

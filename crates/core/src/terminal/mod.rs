@@ -137,6 +137,9 @@ pub struct ShellState {
     pub is_ready: bool,
     /// The shell is at its prompt (no command runs).
     pub is_at_prompt: bool,
+    /// A command runs: the shell has started it (its start mark came), so what reads the
+    /// terminal now is the command (a program, or the shell's own `read`), not the line editor.
+    pub is_command_running: bool,
     /// The running or last command, by id.
     pub last_command: Option<CommandBrief>,
 }
@@ -464,6 +467,15 @@ impl TerminalHandle {
         self.ask(Request::View).await
     }
 
+    /// Records that `caller` has been given everything up to now: the output so far and the
+    /// running or last command as it stands (an exec's answer does that).
+    pub async fn mark_read(&self, caller: &str) -> Result<(), TerminalError> {
+        let seq = *self.seq.borrow();
+        let command = self.shell_state().await?.last_command;
+        self.set_read_mark(caller, seq, Some(command));
+        Ok(())
+    }
+
     /// How far `caller` has been given this terminal's output and commands.
     pub fn read_mark(&self, caller: &str) -> Option<ReadMark> {
         self.read_marks
@@ -758,6 +770,7 @@ impl Actor {
                 || self.link.is_none()
                 || (is_shell_ready && self.is_caught_up()),
             is_at_prompt: phase == ShellPhase::Idle,
+            is_command_running: phase == ShellPhase::Running,
             last_command: self.tracker.current().map(|c| CommandBrief {
                 id: c.id,
                 status: c.status,

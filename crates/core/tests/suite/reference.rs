@@ -154,6 +154,7 @@ fn command_result(
         exit_code: record.and_then(|c| c.exit_code),
         command_id: None,
         window: None,
+        wait_reason: None,
     }
 }
 
