@@ -210,7 +210,7 @@ async fn exec(
         exec_dir: None,
         // v1 answers always carry the console history.
         include_console: Some(true),
-        // v1 waits for the command's end or its timeout, as seed 000's exec does.
+        // v1 waits for the command's end or its timeout, as its exec always has.
         return_on_input: Some(false),
         window: ptyhub_protocol::api::WindowParams::default(),
     };
