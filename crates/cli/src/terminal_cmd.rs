@@ -295,6 +295,7 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
                 deadline: Some(deadline),
                 idle_window: Some(idle_window),
                 on_timeout: flush_on_timeout.then_some(ptyhub_protocol::api::OnTimeout::Flush),
+                ..SendParams::default()
             };
             let sent = client.terminal(&terminal).send(&params).await?;
             if json {

@@ -655,6 +655,10 @@ pub struct SendParams {
     /// the program may read it later) or `flush` (discarded, so it can never run later).
     #[serde(default)]
     pub on_timeout: Option<OnTimeout>,
+    /// Which part of the output the answer carries, as exec's (docs/compatibility.md#output-windows);
+    /// without one, its newest 16,000 characters.
+    #[serde(flatten)]
+    pub window: WindowParams,
 }
 
 /// What a `send` does with its unread input when its deadline passes.
@@ -730,6 +734,9 @@ pub struct SendResponse {
     pub truncated: bool,
     /// An `observe` cursor just after the output this answer covers.
     pub cursor: String,
+    /// Where `output` lies in all the output it was cut from, when the send asked for a window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowInfo>,
     /// The foreground program: the one reading the terminal when one does (`less` under
     /// `git log`), else the foreground group's leader (the shell at its prompt); null when the
     /// program exited or the backend cannot tell.

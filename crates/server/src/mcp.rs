@@ -310,6 +310,7 @@ impl PtyhubMcp {
             deadline: a.deadline,
             idle_window: a.idle_window,
             on_timeout: None,
+            ..SendParams::default()
         };
         let client = self.client_for(&context);
         Ok(tool_result(client.terminal(&a.id).send(&params).await))

@@ -312,6 +312,7 @@ async fn send(
         idle_window,
         caller: principal.owner.clone(),
         flush_on_timeout: params.on_timeout == Some(ptyhub_protocol::api::OnTimeout::Flush),
+        window: ptyhub_core::output_window::OutputWindow::from_params(&params.window)?,
     };
     ok(
         "Sent",

@@ -318,3 +318,48 @@ async fn exec_answers_when_its_command_asks_and_send_continues() {
     assert!(data(&v1).get("wait_reason").is_none(), "{}", v1.body);
     send(&client, &id, json!({ "text": "x", "submit": true })).await;
 }
+
+/// send takes exec's output windows for its own answer; a bad window types nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_answers_in_the_window_asked_for() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let grepped = send(
+        &client,
+        &id,
+        json!({ "text": "seq 1 50", "submit": true, "grep": "^4[0-9]$" }),
+    )
+    .await;
+    assert_eq!(grepped["wait_reason"], "stdin_read", "{grepped}");
+    let lines: Vec<&str> = output(&grepped).lines().collect();
+    assert_eq!(
+        lines,
+        (40..50)
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        "{grepped}"
+    );
+    assert_eq!(grepped["window"]["matches"], 10, "{grepped}");
+    let tail = send(
+        &client,
+        &id,
+        json!({ "text": "seq 1 50", "submit": true, "tail": 2 }),
+    )
+    .await;
+    assert!(output(&tail).starts_with("50\n"), "{tail}");
+    assert_eq!(output(&tail).lines().count(), 2, "{tail}");
+    let bad = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/send"),
+        json!({ "text": "echo SHOULD-NOT-RUN", "submit": true, "head": 1, "tail": 1 }),
+    )
+    .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert_eq!(bad.body["error"]["code"], "INVALID_INPUT", "{}", bad.body);
+    let after = send(&client, &id, json!({ "text": "" })).await;
+    assert!(!output(&after).contains("SHOULD-NOT-RUN"), "{after}");
+}

@@ -63,7 +63,7 @@ const CWD_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// How often a dead pane's status is asked for again while tmux has not noticed the death.
 const DEAD_QUERY_EVERY: Duration = Duration::from_millis(50);
 /// How long after the pane's program exited tmux may take to tell its status.
-const DEAD_STATUS_PATIENCE: Duration = Duration::from_secs(5);
+const DEAD_STATUS_PATIENCE: Duration = Duration::from_secs(15);
 
 enum Phase {
     Running,

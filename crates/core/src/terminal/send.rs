@@ -49,6 +49,8 @@ pub struct SendRequest {
     pub caller: String,
     /// At the deadline, discard what was typed and is still unread.
     pub flush_on_timeout: bool,
+    /// The part of the output the answer carries; `None`: its newest characters.
+    pub window: Option<crate::output_window::OutputWindow>,
 }
 
 pub async fn send(
@@ -140,7 +142,7 @@ pub async fn send(
     let is_at_prompt =
         shell.is_some_and(|s| s.is_at_prompt) && foreground.as_ref().is_some_and(|f| f.is_shell);
     let ended = after.filter(|a| !a.status.is_running() && is_new(before, *a));
-    let since = output_since(&probe.log, output_from);
+    let since = output_since(&probe.log, output_from, request.window.is_none());
     let (mut output, last_seq) = (since.text, since.last_seq);
     // A full-screen program's drawing is no text to read: its rendered screen is.
     let (is_alternate_screen, is_full_screen) = match &foreground {
@@ -154,9 +156,15 @@ pub async fn send(
         }
         _ => (false, false),
     };
+    let window = request.window.as_ref().map(|window| {
+        let cut = window.apply(&output);
+        output = cut.text;
+        cut.info
+    });
     handle.set_read_mark(&request.caller, last_seq, Some(after));
     Ok(SendResponse {
         cursor: encode_cursor(&probe.id, last_seq),
+        window,
         session_id: probe.id,
         wait_reason: reason,
         is_password_prompt: reason == WaitReason::StdinRead
@@ -240,8 +248,12 @@ struct OutputSince {
     is_drawn: bool,
 }
 
-/// The output after `after`.
-fn output_since(log: &TerminalLog, after: Seq) -> OutputSince {
+/// Most characters of output a send with a window cuts its window from (the newest are kept).
+const WINDOWED_OUTPUT_MAX_CHARS: usize = 4_000_000;
+
+/// The output after `after`: its newest [`SEND_OUTPUT_MAX_CHARS`] characters when `is_short`,
+/// else its newest [`WINDOWED_OUTPUT_MAX_CHARS`] (for a window to be cut from).
+fn output_since(log: &TerminalLog, after: Seq, is_short: bool) -> OutputSince {
     let mut text = PlainText::new();
     let mut last_seq = after;
     let mut is_drawn = false;
@@ -254,9 +266,14 @@ fn output_since(log: &TerminalLog, after: Seq) -> OutputSince {
     });
     let text = text.text();
     let count = text.chars().count();
-    let truncated = count > SEND_OUTPUT_MAX_CHARS;
+    let keep = if is_short {
+        SEND_OUTPUT_MAX_CHARS
+    } else {
+        WINDOWED_OUTPUT_MAX_CHARS
+    };
+    let truncated = count > keep;
     let text = if truncated {
-        text.chars().skip(count - SEND_OUTPUT_MAX_CHARS).collect()
+        text.chars().skip(count - keep).collect()
     } else {
         text
     };
