@@ -31,7 +31,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::TerminalError;
-use ptyhub_protocol::api::{CommandResult, ExecParams, JobParams};
+use ptyhub_protocol::api::{CommandResult, ExecParams, JobParams, RunningState};
 
 use crate::output_window::OutputWindow;
 use crate::plain_text::{TRUNCATE_CHARS, truncate_middle};
@@ -319,8 +319,30 @@ impl Submitted {
             result.wait_reason = Some(reason);
             result.output = waited.output_so_far;
         }
+        if result.status.is_running() {
+            result.running = Some(running_state(&self.handle).await?);
+        }
         Ok(self.options.shape(result))
     }
+}
+
+/// What holds the terminal while a command runs.
+async fn running_state(handle: &TerminalHandle) -> Result<RunningState, TerminalError> {
+    let facts = handle.foreground().await?;
+    let is_alternate_screen = match &facts {
+        Some(facts) if !facts.is_shell => handle.view().await?.is_alternate_screen,
+        _ => false,
+    };
+    Ok(RunningState {
+        waits_on: facts.as_ref().and_then(|f| f.waits_on),
+        is_alternate_screen,
+        input_mode: facts.as_ref().map(crate::terminal::Foreground::input_mode),
+        is_echo: facts.as_ref().map(|f| f.is_echo),
+        hint: facts
+            .as_ref()
+            .and_then(crate::terminal::Foreground::leave_hint),
+        foreground_program: facts.and_then(|f| f.program),
+    })
 }
 
 /// Hands `owner`'s terminal `id` the command; answers once the shell has it (the actor parks it
@@ -412,6 +434,7 @@ mod tests {
             command_id: None,
             window: None,
             wait_reason: None,
+            running: None,
         }
     }
 

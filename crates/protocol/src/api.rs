@@ -509,6 +509,27 @@ pub struct CommandResult {
     /// `running`; `output` is the output so far, ending with the question); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_reason: Option<WaitReason>,
+    /// While the command runs (v2 and MCP): what holds the terminal, as `send` reports it;
+    /// absent once it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<RunningState>,
+}
+
+/// What holds a terminal while a command runs (an exec's answer before the command ended).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RunningState {
+    /// The program reading the terminal, else the foreground group's leader.
+    pub foreground_program: Option<String>,
+    /// What it waits on when it is blocked.
+    pub waits_on: Option<WaitsOn>,
+    /// A full-screen program holds the alternate screen.
+    pub is_alternate_screen: bool,
+    /// The terminal's input mode.
+    pub input_mode: Option<InputMode>,
+    /// The terminal echoes what is typed (off for a password prompt).
+    pub is_echo: Option<bool>,
+    /// How to leave a known pager, editor, monitor or REPL.
+    pub hint: Option<String>,
 }
 
 /// `GET …/screen`: the emulated screen and the current (or last) command.

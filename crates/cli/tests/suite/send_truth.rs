@@ -290,12 +290,28 @@ async fn exec_answers_when_its_command_asks_and_send_continues() {
     assert_eq!(asked["status"], "running", "{asked}");
     assert_eq!(asked["wait_reason"], "stdin_read", "{asked}");
     assert!(output(&asked).ends_with("Name: "), "{asked}");
+    assert_eq!(asked["running"]["input_mode"], "canonical", "{asked}");
+    assert_eq!(asked["running"]["is_echo"], true, "{asked}");
     let answered = send(&client, &id, json!({ "text": "bob", "submit": true })).await;
     assert!(output(&answered).contains("hi-bob"), "{answered}");
     assert_eq!(answered["command_exit_code"], 4, "{answered}");
     assert_eq!(answered["command_id"], asked["command_id"], "{answered}");
 
+    let repl = exec(json!({ "command": "python3 -q", "timeout": 60 })).await;
+    assert_eq!(repl["wait_reason"], "stdin_read", "{repl}");
+    assert_eq!(repl["running"]["foreground_program"], "python3", "{repl}");
+    assert!(
+        repl["running"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("exit()")),
+        "{repl}"
+    );
+    let left = send(&client, &id, json!({ "text": "exit()", "submit": true })).await;
+    assert_eq!(left["is_at_prompt"], true, "{left}");
+    assert_eq!(left["command_exit_code"], 0, "{left}");
+
     let done = exec(json!({ "command": "(sleep 1; echo LATE-BG) &" })).await;
+    assert!(done.get("running").is_none(), "{done}");
     assert_eq!(done["status"], "completed", "{done}");
     assert!(done.get("wait_reason").is_none(), "{done}");
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;

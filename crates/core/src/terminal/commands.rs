@@ -316,6 +316,7 @@ impl Actor {
             command_id: None,
             window: None,
             wait_reason: None,
+            running: None,
         }
     }
 }

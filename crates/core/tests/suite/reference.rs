@@ -155,6 +155,7 @@ fn command_result(
         command_id: None,
         window: None,
         wait_reason: None,
+        running: None,
     }
 }
 
