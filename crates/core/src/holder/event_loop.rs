@@ -28,6 +28,9 @@ use crate::state_dir::{self, TerminalMeta, TerminalState};
 
 /// Most bytes read from the master before the loop serves clients again (one log event).
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Most chunks of output a `status` answer drains from the master first (a flood goes on in
+/// the loop; its facts mean nothing anyway).
+const STATUS_DRAIN_CHUNKS: usize = 4;
 /// Input queued for the PTY beyond this is refused (the program is not reading).
 const INPUT_QUEUE_MAX_BYTES: usize = 16 * 1024 * 1024;
 /// After `SIGHUP`, processes of an ending terminal get this long before `SIGKILL`.
@@ -480,8 +483,17 @@ impl Holder {
             }
             HolderRequest::Status => {
                 self.refresh_cwd();
-                let status = HolderMessage::Status(self.status());
-                self.clients[i].send_message(&status);
+                let mut status = self.status();
+                // What the program wrote before the facts were read is logged before they are
+                // answered, so `last_seq` covers it: a shell found reading at its prompt has
+                // its command's end mark in the log (a reader compares the two).
+                for _ in 0..STATUS_DRAIN_CHUNKS {
+                    if !self.read_master() {
+                        break;
+                    }
+                }
+                status.last_seq = self.log.last_seq();
+                self.clients[i].send_message(&HolderMessage::Status(status));
             }
             HolderRequest::Terminate => self.begin_ending(),
         }

@@ -5,6 +5,11 @@
 //! ([`super::send`]). An exec whose command asks a question
 //! therefore answers `running` with the question, not after its timeout.
 //!
+//! The facts must agree with the actor's view: they count only once the actor has applied
+//! the log as far as it was when they were read, and only when two looks in a row, with no
+//! output between, see the question (a shell back at its prompt reads the terminal too, and
+//! its command's end mark may still be on its way).
+//!
 //! While a command runs quietly the facts are looked at with a growing pause (from 25 ms to
 //! half a second), so a long silent command costs a few `/proc` reads a second, not forty.
 
@@ -47,6 +52,9 @@ pub async fn wait_command_or_input(
     seq.borrow_and_update();
     let mut last_output = Instant::now();
     let mut pause = FIRST_LOOK_AFTER;
+    // A question is believed when two looks in a row see it with no output between (the
+    // command's end mark may still be on its way to the log when the first look is taken).
+    let mut seen_asking = false;
     loop {
         tokio::select! {
             result = &mut ended => {
@@ -60,13 +68,20 @@ pub async fn wait_command_or_input(
                 }
                 last_output = Instant::now();
                 pause = FIRST_LOOK_AFTER;
+                seen_asking = false;
             }
             () = tokio::time::sleep(pause.max(SETTLE.saturating_sub(last_output.elapsed()))) => {
                 if last_output.elapsed() < SETTLE {
                     continue;
                 }
-                if let Some(wait) = asks_for_input(handle, id).await? {
-                    return Ok(wait);
+                match asks_for_input(handle, id).await? {
+                    Some(wait) if seen_asking => return Ok(wait),
+                    Some(_) => {
+                        seen_asking = true;
+                        pause = FIRST_LOOK_AFTER;
+                        continue;
+                    }
+                    None => seen_asking = false,
                 }
                 pause = (pause * 2).min(LOOK_AT_MOST_EVERY);
             }
@@ -82,7 +97,12 @@ async fn asks_for_input(
     let Some(facts) = handle.foreground().await? else {
         return Ok(None);
     };
-    let is_waiting = facts.is_reading && facts.input_queued.is_none_or(|queued| queued == 0);
+    // Facts ahead of what the actor applied would be judged against stale marks (the shell
+    // back at its prompt, its command's end not applied yet): look again later.
+    let applied = *handle.seq().borrow();
+    let is_waiting = facts.is_current(applied)
+        && facts.is_reading
+        && facts.input_queued.is_none_or(|queued| queued == 0);
     if !is_waiting {
         return Ok(None);
     }

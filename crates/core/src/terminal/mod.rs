@@ -173,6 +173,10 @@ pub struct Foreground {
     pub is_shell: bool,
     /// Processes of the terminal (the program and everything it started), when known.
     pub process_count: Option<u32>,
+    /// The log's newest `seq` when the facts were read: they describe the terminal as of
+    /// then, and the actor's view (the command's marks) is comparable only once it has
+    /// applied that far.
+    pub log_seq: Seq,
     /// What the group waits on when it is blocked (the terminal when it reads it).
     pub waits_on: Option<WaitsOn>,
     /// Typed bytes no program has read yet, when known.
@@ -209,7 +213,14 @@ impl Foreground {
             process_count: status.process_count,
             waits_on: status.waits_on,
             input_queued: status.input_queued,
+            log_seq: status.last_seq,
         })
+    }
+
+    /// Whether the actor, having applied the log up to `applied`, sees the terminal as these
+    /// facts do (a busy actor may still be behind the host, with a command's end unapplied).
+    pub fn is_current(&self, applied: Seq) -> bool {
+        self.log_seq <= applied
     }
 }
 

@@ -96,20 +96,24 @@ pub async fn send(
         let now = Instant::now();
         let quiet = now - last_output;
         // The process facts only matter once output is quiet: while it flows, nobody waits.
-        let (is_reading, is_consumed) = if quiet >= SETTLE.min(request.idle_window) {
+        let (is_reading, is_consumed, is_current) = if quiet >= SETTLE.min(request.idle_window) {
             facts = handle.foreground().await?;
+            // Facts ahead of what the actor applied are judged on the next look: its view of
+            // the output (quiet or not, the command's marks) is older than they are.
+            let applied = *seq.borrow();
+            let current = facts.as_ref().is_none_or(|f| f.is_current(applied));
             let reading = facts.as_ref().is_some_and(|f| f.is_reading);
             let consumed = facts
                 .as_ref()
                 .is_none_or(|f| f.input_queued.is_none_or(|queued| queued == 0));
-            (reading, consumed)
+            (reading, consumed, current)
         } else {
-            (false, false)
+            (false, false, false)
         };
-        if quiet >= SETTLE && now - typed_at >= SETTLE && is_reading && is_consumed {
+        if is_current && quiet >= SETTLE && now - typed_at >= SETTLE && is_reading && is_consumed {
             break WaitReason::StdinRead;
         }
-        if quiet >= request.idle_window && !is_reading {
+        if is_current && quiet >= request.idle_window && !is_reading {
             break WaitReason::InferredIdle;
         }
         if now >= deadline {
