@@ -77,6 +77,11 @@ fn command_problem(command: &str) -> Option<CommandProblem> {
     }
 }
 
+/// How many characters of a long output a v2 or MCP exec answer keeps by default (the first
+/// and last 5,000): enough for a model's next step; the whole output stays readable through
+/// the timeline's windows.
+pub const AGENT_TRUNCATE_CHARS: usize = 10_000;
+
 /// A command's output as exec answers it: longer than [`TRUNCATE_CHARS`] characters, only its
 /// first and last halves of that with a marker between (exec unless `truncate` is false, jobs,
 /// console records and kept results follow the same rule).
@@ -137,6 +142,8 @@ pub struct ExecOptions {
     /// The caller's `no_change_timeout`; `None` falls back to the terminal's default.
     no_change_timeout: Option<Duration>,
     is_truncated: bool,
+    /// How many characters a truncated output keeps (half from each end).
+    truncate_chars: usize,
     /// Whether the answer carries the console history.
     is_console_included: bool,
     /// Answer as soon as the command waits for input.
@@ -172,10 +179,19 @@ impl ExecOptions {
             hard_timeout,
             no_change_timeout,
             is_truncated: params.truncate.unwrap_or(true),
+            truncate_chars: AGENT_TRUNCATE_CHARS,
             is_console_included: params.include_console.unwrap_or(false),
             is_input_returned: params.return_on_input.unwrap_or(true),
             window,
         })
+    }
+
+    /// Truncates a long output to `chars` characters (half from each end) rather than the
+    /// agent default [`AGENT_TRUNCATE_CHARS`]: v1 keeps [`crate::plain_text::TRUNCATE_CHARS`].
+    #[must_use]
+    pub fn truncating_at(mut self, chars: usize) -> Self {
+        self.truncate_chars = chars;
+        self
     }
 
     /// Runs the command in `dir` instead of any `exec_dir` of the parameters: for a caller
@@ -259,7 +275,10 @@ impl ExecOptions {
                 result.window = Some(cut.info);
                 Some(cut.text)
             }
-            (None, Some(output)) if self.is_truncated => Some(truncate_output(&output)),
+            (None, Some(output)) if self.is_truncated => Some(crate::plain_text::truncate_middle(
+                &output,
+                self.truncate_chars,
+            )),
             (_, output) => output,
         };
         result
@@ -715,7 +734,17 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let mut asked = params("echo hi");
         asked.exec_dir = Some(temp.path().to_string_lossy().into_owned());
-        let truncating = ExecOptions::from_params(&asked).unwrap();
+        // v2 and MCP keep 10,000 characters; v1 asks for its 30,000.
+        let agent = ExecOptions::from_params(&asked).unwrap();
+        let output = agent.shape(result(Some(long.clone()))).output.unwrap();
+        assert!(output.starts_with(&long[..5_000]) && output.ends_with(&long[35_000..]));
+        assert_eq!(
+            output.chars().count(),
+            AGENT_TRUNCATE_CHARS + crate::plain_text::TRUNCATION_MARKER.chars().count()
+        );
+        let truncating = ExecOptions::from_params(&asked)
+            .unwrap()
+            .truncating_at(crate::plain_text::TRUNCATE_CHARS);
         let shaped = truncating.shape(result(Some(long.clone())));
         assert_eq!(shaped.command.as_deref(), Some("echo hi"));
         let output = shaped.output.unwrap();

@@ -217,6 +217,7 @@ async fn exec(
     // The directory was checked above; a new session already starts there.
     let options = ExecOptions::from_params(&exec)
         .map_err(v1_error)?
+        .truncating_at(ptyhub_core::plain_text::TRUNCATE_CHARS)
         .in_dir(if is_new { None } else { exec_dir });
     if crate::stream::wants_events(&headers) {
         let submitted = exec::submit(&state.registry, &principal.owner, &session_id, &options)

@@ -221,7 +221,21 @@ async fn long_output_is_truncated_unless_asked_and_large_output_is_exact() {
     assert!(output.starts_with("1\n2\n3\n"));
     assert!(output.ends_with("19999\n20000"));
     assert!(output.contains("[... Observation truncated due to length ...]"));
-    assert!(output.chars().count() < 30_100);
+    assert!(
+        output.chars().count() < 10_100,
+        "v2 keeps 10,000 characters"
+    );
+    let v1 = super::post(
+        &client,
+        "/v1/shell/exec",
+        json!({ "id": id, "command": "seq 1 20000" }),
+    )
+    .await;
+    let v1_output = data(&v1)["output"].as_str().unwrap_or_default();
+    assert!(
+        v1_output.chars().count() > 29_000 && v1_output.chars().count() < 30_100,
+        "v1 keeps 30,000"
+    );
 
     // 10.9 MB of output, returned whole.
     let full = exec_raw(
