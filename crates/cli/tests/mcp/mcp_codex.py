@@ -72,6 +72,13 @@ async def codex_pair(session):
     check("start" in seen and "done" in seen, f"all of its output: {seen!r}")
     check(time.monotonic() - started < 8, "the polls returned when it ended")
 
+    late = text(await session.call_tool("exec_command", {"cmd": "sleep 1", "yield_time_ms": 250}))
+    sid = session_of(late)
+    await asyncio.sleep(2)
+    late = text(await session.call_tool("write_stdin", {"session_id": sid, "chars": "echo oops\n"}))
+    check("\nProcess exited with code 0\n" in late and "Input not typed" in late, f"ended before: {late!r}")
+    check("oops" not in output_of(late), f"nothing typed into the shell: {late!r}")
+
     long = text(await session.call_tool(
         "exec_command", {"cmd": "seq 1 2000", "max_output_tokens": 50},
     ))

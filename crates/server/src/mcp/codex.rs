@@ -348,7 +348,15 @@ impl PtyhubMcp {
                 ),
             )));
         };
-        let chars = a.chars.unwrap_or_default();
+        let client = self.client_for(&context.extensions);
+        let mut chars = a.chars.unwrap_or_default();
+        let mut notes = Vec::new();
+        // Typed after its command ended, the text would run in the terminal's shell: it is
+        // not typed, and the answer reports the end.
+        if !chars.is_empty() && ended(&client, &terminal).await {
+            chars.clear();
+            notes.push("Input not typed: the process had already exited".to_owned());
+        }
         let least = if chars.is_empty() {
             EMPTY_POLL_MIN_MS
         } else {
@@ -369,7 +377,6 @@ impl PtyhubMcp {
             idle_window: Some(wait),
             on_timeout: None,
         };
-        let client = self.client_for(&context.extensions);
         let sent = with_progress(
             &context,
             self.wait_cap,
@@ -394,20 +401,19 @@ impl PtyhubMcp {
             .filter(|_| answer.wait_reason != WaitReason::StdinRead || !answer.is_at_prompt)
             .and_then(|w| serde_json::to_value(w).ok())
             .and_then(|v| v.as_str().map(str::to_owned));
-        let (process, output, notes) = if answer.wait_reason == WaitReason::SessionExit {
-            (Process::Exited(answer.exit_code), answer.output, Vec::new())
+        let (process, output) = if answer.wait_reason == WaitReason::SessionExit {
+            (Process::Exited(answer.exit_code), answer.output)
         } else if answer.is_at_prompt {
             (
                 Process::Exited(answer.command_exit_code),
                 without_prompt(&answer.output),
-                Vec::new(),
             )
         } else {
-            let mut notes = wait_notes(Some(answer.wait_reason), waits_on, answer.hint);
+            notes.extend(wait_notes(Some(answer.wait_reason), waits_on, answer.hint));
             if answer.is_password_prompt {
                 notes.push("Password prompt: what is typed is not shown".to_owned());
             }
-            (Process::Running(a.session_id), answer.output, notes)
+            (Process::Running(a.session_id), answer.output)
         };
         if let Process::Exited(_) = process {
             self.sessions.forget(a.session_id);
@@ -422,6 +428,16 @@ impl PtyhubMcp {
         }
         .result())
     }
+}
+
+/// Whether the terminal's command has ended (its shell runs no command, or the shell itself
+/// ended); false when that cannot be read, so the caller's text is typed as asked.
+async fn ended(client: &Client, terminal: &str) -> bool {
+    client
+        .terminal(terminal)
+        .status()
+        .await
+        .is_ok_and(|info| info.running_command.is_none())
 }
 
 /// The output a running command printed so far, from the terminal's command timeline (empty
