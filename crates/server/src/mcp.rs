@@ -6,9 +6,9 @@
 //! tool can do exactly what the caller's token may.
 //!
 //! Every tool that waits (terminal_exec, terminal_send, terminal_wait and the Codex pair of
-//! [`codex`]) caps its wait at the server's MCP wait cap ([`WAIT_CAP_DEFAULT`], under the
+//! `codex`) caps its wait at the server's MCP wait cap ([`WAIT_CAP_DEFAULT`], under the
 //! 60-second request timeout of common MCP clients), reports progress while it waits when the
-//! call carries a `progressToken` ([`with_progress`]), and answers what it has when the cap is
+//! call carries a `progressToken` (`with_progress`), and answers what it has when the cap is
 //! reached, with the way to continue the same wait.
 
 mod codex;
