@@ -2,8 +2,9 @@
 the official Python MCP client SDK over stdio.
 
 Run by the Rust integration test `suite::mcp` with PTYHUB_BIN and PTYHUB_SOCKET pointing at the
-binary and a running server's local socket; `ptyhub mcp` runs with `--wait-cap-secs 2`, so a
-capped wait is quick. Exits non-zero with the failing check.
+binary and a running server's local socket (PTYHUB_URL and PTYHUB_TOKEN for `/mcp`); `ptyhub
+mcp` runs with `--wait-cap-secs 2` and the server with `--mcp-wait-cap-secs 2`, so a capped
+wait is quick. Exits non-zero with the failing check.
 """
 
 import asyncio
@@ -127,6 +128,38 @@ async def wait_cap(session):
     payload(await session.call_tool("terminal_close", {"id": "mcp-cap"}))
 
 
+async def over_http_cap():
+    """`serve --mcp-wait-cap-secs 2` caps the waits of `/mcp`, with progress while it waits."""
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    url = f"{os.environ['PTYHUB_URL']}/mcp"
+    client = create_mcp_http_client(headers={"Authorization": f"Bearer {os.environ['PTYHUB_TOKEN']}"})
+    async with client:
+        async with streamable_http_client(url, http_client=client) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                progress = []
+
+                async def on_progress(value, total, message):
+                    progress.append((value, total, message))
+
+                started = time.monotonic()
+                capped = text(await session.call_tool(
+                    "exec_command", {"cmd": "sleep 4; echo late", "yield_time_ms": 30000},
+                    progress_callback=on_progress,
+                ))
+                check(time.monotonic() - started < 4, f"the /mcp wait was capped: {capped!r}")
+                sid = session_of(capped)
+                check(len(progress) >= 1 and progress[0][1] == 2, f"progress over /mcp: {progress}")
+                ended = capped
+                for _ in range(4):
+                    ended = text(await session.call_tool("write_stdin", {"session_id": sid}))
+                    if "Process exited" in ended:
+                        break
+                check("\nProcess exited with code 0\n" in ended and output_of(ended).endswith("late"),
+                      f"continued to the end: {ended!r}")
+
+
 async def main():
     server = StdioServerParameters(
         command=os.environ["PTYHUB_BIN"],
@@ -137,6 +170,7 @@ async def main():
             await session.initialize()
             await codex_pair(session)
             await wait_cap(session)
+    await over_http_cap()
     print("mcp codex: all checks passed")
 
 
