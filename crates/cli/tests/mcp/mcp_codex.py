@@ -57,6 +57,13 @@ async def codex_pair(session):
     gone = await session.call_tool("write_stdin", {"session_id": sid, "chars": ""})
     check(is_error(gone) and "unknown session_id" in gone.content[0].text, f"forgotten: {gone.content}")
 
+    secret = text(await session.call_tool("exec_command", {"cmd": "read -s -p 'Password: ' pw; echo; echo got ${#pw}"}))
+    check("Wait reason: stdin_read" in secret and "Password prompt" in secret, f"a password prompt: {secret!r}")
+    sid = session_of(secret)
+    secret = text(await session.call_tool("write_stdin", {"session_id": sid, "chars": "hunter2\n"}))
+    check("\nProcess exited with code 0\n" in secret and "got 7" in output_of(secret), f"answered: {secret!r}")
+    check("hunter2" not in secret, f"the secret is not echoed: {secret!r}")
+
     started = time.monotonic()
     slow = text(await session.call_tool(
         "exec_command", {"cmd": "echo start; sleep 3; echo done", "yield_time_ms": 500},

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use ptyhub_client::{Client, ClientError};
 use ptyhub_protocol::api::{
-    CommandStatus, CreateSessionParams, ExecParams, SendParams, WaitReason, WindowParams,
+    CommandStatus, CreateSessionParams, ExecParams, InputMode, SendParams, WaitReason, WaitsOn,
+    WindowParams,
 };
 use ptyhub_protocol::error::{ApiError, ErrorCode};
 use rmcp::RoleServer;
@@ -38,6 +39,8 @@ const EMPTY_POLL_MIN_MS: i64 = 5_000;
 const MAX_OUTPUT_TOKENS_DEFAULT: usize = 10_000;
 /// Characters per estimated token, as the output windows count them.
 const CHARS_PER_TOKEN: usize = 4;
+/// The line of an answer whose program waits for a line typed without echo.
+const PASSWORD_NOTE: &str = "Password prompt: what is typed is not shown";
 
 /// The session IDs of one MCP connection: each names the terminal of a command still running.
 #[derive(Default)]
@@ -315,10 +318,25 @@ impl PtyhubMcp {
             (None, None) => String::new(),
         };
         let session = self.sessions.add(terminal);
+        // What holds the terminal, as the exec saw it; a waits_on of `terminal` only repeats
+        // stdin_read.
+        let running = result.running.unwrap_or_default();
+        let waits_on = running
+            .waits_on
+            .filter(|w| *w != WaitsOn::Terminal)
+            .and_then(|w| serde_json::to_value(w).ok())
+            .and_then(|v| v.as_str().map(str::to_owned));
+        let mut notes = wait_notes(result.wait_reason, waits_on, running.hint);
+        if result.wait_reason == Some(WaitReason::StdinRead)
+            && running.input_mode == Some(InputMode::Canonical)
+            && running.is_echo == Some(false)
+        {
+            notes.push(PASSWORD_NOTE.to_owned());
+        }
         Ok(Answer {
             started,
             process: Process::Running(session),
-            notes: wait_notes(result.wait_reason, None, None),
+            notes,
             output,
             max_tokens,
         }
@@ -376,6 +394,7 @@ impl PtyhubMcp {
             // for input, or the yield.
             idle_window: Some(wait),
             on_timeout: None,
+            ..SendParams::default()
         };
         let sent = with_progress(
             &context,
@@ -398,7 +417,7 @@ impl PtyhubMcp {
         };
         let waits_on = answer
             .waits_on
-            .filter(|_| answer.wait_reason != WaitReason::StdinRead || !answer.is_at_prompt)
+            .filter(|w| *w != WaitsOn::Terminal)
             .and_then(|w| serde_json::to_value(w).ok())
             .and_then(|v| v.as_str().map(str::to_owned));
         let (process, output) = if answer.wait_reason == WaitReason::SessionExit {
@@ -411,7 +430,7 @@ impl PtyhubMcp {
         } else {
             notes.extend(wait_notes(Some(answer.wait_reason), waits_on, answer.hint));
             if answer.is_password_prompt {
-                notes.push("Password prompt: what is typed is not shown".to_owned());
+                notes.push(PASSWORD_NOTE.to_owned());
             }
             (Process::Running(a.session_id), answer.output)
         };
