@@ -57,10 +57,25 @@ enum Command {
     #[command(subcommand)]
     Terminal(terminal_cmd::TerminalCommand),
     /// Serve MCP on stdio, bridged to the local server (started if none runs).
-    Mcp,
+    Mcp(McpArgs),
     /// Internal: the per-terminal holder process.
     #[command(hide = true)]
     Holder,
+}
+
+#[derive(clap::Args)]
+struct McpArgs {
+    /// Seconds one tool call waits at most (exec, send, wait and the Codex pair), under the
+    /// MCP client's request timeout; a longer wait answers how to continue it. [default: 50]
+    #[arg(long, env = "PTYHUB_MCP_WAIT_CAP_SECS")]
+    wait_cap_secs: Option<u64>,
+}
+
+/// The MCP wait cap of a `--wait-cap-secs`-style setting (at least 1 s).
+fn mcp_wait_cap(secs: Option<u64>) -> Duration {
+    secs.map_or(ptyhub_server::mcp::WAIT_CAP_DEFAULT, |secs| {
+        Duration::from_secs(secs.max(1))
+    })
 }
 
 #[derive(clap::Args)]
@@ -114,6 +129,10 @@ struct ServeArgs {
     /// connection may sit idle). [default: 30]
     #[arg(long, env = "PTYHUB_HEADER_TIMEOUT_SECS")]
     header_timeout_secs: Option<u64>,
+    /// Seconds one MCP tool call over `/mcp` waits at most (see `ptyhub mcp --wait-cap-secs`).
+    /// [default: 50]
+    #[arg(long, env = "PTYHUB_MCP_WAIT_CAP_SECS")]
+    mcp_wait_cap_secs: Option<u64>,
 }
 
 /// Connections the local socket serves at once.
@@ -175,11 +194,13 @@ fn main() -> std::process::ExitCode {
                     .unwrap_or_else(|| paths::runtime_dir().join("server.sock"));
                 terminal_cmd::run(command, &socket).await
             }
-            Command::Mcp => {
+            Command::Mcp(args) => {
                 let socket = cli
                     .socket
                     .unwrap_or_else(|| paths::runtime_dir().join("server.sock"));
-                mcp::run(&socket).await.map(|()| 0)
+                mcp::run(&socket, mcp_wait_cap(args.wait_cap_secs))
+                    .await
+                    .map(|()| 0)
             }
             Command::Holder => Ok(0),
         }
@@ -309,6 +330,7 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
             max_connections: UNIX_CONNECTIONS_MAX,
             header_read_timeout,
         },
+        mcp_wait_cap: mcp_wait_cap(args.mcp_wait_cap_secs),
     })
     .await
     .with_context(|| format!("cannot listen on {} and {}", listen, socket_path.display()))?;

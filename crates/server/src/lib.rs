@@ -52,6 +52,8 @@ pub struct ServerConfig {
     /// What the local socket lets its clients hold (its own budget: a flood of TCP connections
     /// never takes the CLI's socket down).
     pub unix_limits: listener::ServeLimits,
+    /// The longest wait of one tool call over `/mcp` ([`mcp::WAIT_CAP_DEFAULT`] by default).
+    pub mcp_wait_cap: std::time::Duration,
 }
 
 /// A bound server: both listeners are open, so the addresses can be announced before serving.
@@ -61,6 +63,7 @@ pub struct Server {
     state: AppState,
     tcp_limits: listener::ServeLimits,
     unix_limits: listener::ServeLimits,
+    mcp_wait_cap: std::time::Duration,
     pub local_addr: SocketAddr,
     pub socket_path: PathBuf,
 }
@@ -98,6 +101,7 @@ impl Server {
             },
             tcp_limits: config.tcp_limits,
             unix_limits: config.unix_limits,
+            mcp_wait_cap: config.mcp_wait_cap,
             local_addr,
             socket_path: config.socket_path,
         })
@@ -109,7 +113,10 @@ impl Server {
             .route("/openapi.json", axum::routing::get(openapi_json))
             .merge(v1::routes())
             .merge(ws::routes())
-            .nest_service("/mcp", mcp::http_service(self.socket_path.clone()))
+            .nest_service(
+                "/mcp",
+                mcp::http_service(self.socket_path.clone(), self.mcp_wait_cap),
+            )
     }
 
     /// The data routes (already behind authentication) and the web pages, which hold no data

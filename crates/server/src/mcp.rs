@@ -4,16 +4,33 @@
 //! JSON text, failures carry the error code and whether retrying can help ([`error_text`]).
 //! Over `/mcp`, each call carries the HTTP caller's principal (`auth::ACT_AS_HEADER`), so a
 //! tool can do exactly what the caller's token may.
+//!
+//! Every tool that waits (terminal_exec, terminal_send, terminal_wait and the Codex pair of
+//! `codex`) caps its wait at the server's MCP wait cap ([`WAIT_CAP_DEFAULT`], under the
+//! 60-second request timeout of common MCP clients), reports progress while it waits when the
+//! call carries a `progressToken` (`with_progress`), and answers what it has when the cap is
+//! reached, with the way to continue the same wait.
+
+mod codex;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
 use ptyhub_client::{Client, ClientError};
 use ptyhub_protocol::api::{
-    CreateSessionParams, ExecParams, ResizeParams, SendParams, SignalParams, WindowParams,
+    CreateSessionParams, ExecParams, ResizeParams, SendParams, SignalParams, WaitParams,
+    WindowParams,
 };
 use ptyhub_protocol::error::ApiError;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Extensions, ServerCapabilities, ServerConfig};
-use rmcp::{ServerHandler, tool, tool_handler, tool_router};
+use rmcp::model::{
+    CallToolResult, ContentBlock, Extensions, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{ACT_AS_HEADER, Principal};
@@ -26,11 +43,31 @@ returns the command's own output and exit code. Use terminal_send for interactiv
 again, with a wait_reason: stdin_read (a program waits for input; is_password_prompt tells a \
 hidden prompt), inferred_idle (quiet and nobody reads: still working), timeout (deadline \
 passed, still running), session_exit (the shell ended). Never poll in a loop: send and exec \
-wait on the server.";
+wait on the server. A wait is capped under the client's request timeout: an exec still running \
+then answers status running (continue with terminal_wait), a send answers timeout (continue \
+with an empty send); nothing re-runs. exec_command and write_stdin are the Codex pair: one \
+command in a fresh terminal, reached again by its session ID.";
+
+/// How long one MCP tool call waits at most unless configured otherwise: under the 60-second
+/// request timeout most MCP clients use, with room for the answer to travel.
+pub const WAIT_CAP_DEFAULT: Duration = Duration::from_secs(50);
+
+/// How often a waiting call that carries a `progressToken` reports progress (more often when
+/// the cap is short: twice per cap).
+const PROGRESS_EVERY: Duration = Duration::from_secs(20);
+
+/// The note a capped exec or wait answer carries while its command still runs.
+const CONTINUE_NOTE: &str = "still running (the wait was capped; the command goes on): call \
+terminal_wait with this id to keep waiting, terminal_send to type into it, or terminal_signal \
+INT to stop it; nothing re-runs";
 
 #[derive(Clone)]
 pub struct PtyhubMcp {
     client: Client,
+    /// The longest wait of one tool call.
+    wait_cap: Duration,
+    /// The Codex pair's session IDs of this MCP connection.
+    sessions: Arc<codex::Sessions>,
     #[allow(dead_code, reason = "read by the tool_handler macro")]
     tool_router: ToolRouter<Self>,
 }
@@ -62,7 +99,7 @@ struct ExecArgs {
     id: String,
     /// Shell command (multi-line scripts and heredocs are fine).
     command: String,
-    /// Seconds to wait for it (default: until it ends or prints nothing for 120 s, then ^C). If it is still running after this, status is "running" and it goes on.
+    /// Seconds to wait for it (default and at most: the server's MCP wait cap, 50 s unless configured). If it is still running after this, status is "running", it goes on, and terminal_wait continues the wait.
     timeout: Option<f64>,
     /// Only the first N lines of the output (not with tail).
     head: Option<i64>,
@@ -80,6 +117,14 @@ struct ExecArgs {
     context: Option<i64>,
     /// Include the console history of the terminal's last commands (default false).
     include_console: Option<bool>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct WaitArgs {
+    /// The terminal's id.
+    id: String,
+    /// Seconds to wait at most (default and at most: the server's MCP wait cap, 50 s unless configured).
+    timeout: Option<f64>,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -114,7 +159,7 @@ struct SendArgs {
     text: Option<String>,
     /// Press Enter after the text.
     submit: Option<bool>,
-    /// Seconds to wait at most (default 30).
+    /// Seconds to wait at most (default 30, at most the server's MCP wait cap, 50 by default).
     deadline: Option<f64>,
     /// Seconds of quiet output, while nothing reads, that count as idle (default 2).
     idle_window: Option<f64>,
@@ -150,6 +195,9 @@ struct ResizeArgs {
     rows: u16,
 }
 
+/// A send's deadline when the call gives none (the REST default).
+const SEND_DEADLINE_DEFAULT_SECS: f64 = 30.0;
+
 /// A failed tool call's text: `CODE: message (retryable: bool)`.
 pub fn error_text(error: &ApiError) -> String {
     WireError::new(error.clone(), Surface::Mcp).tool_text()
@@ -158,16 +206,77 @@ pub fn error_text(error: &ApiError) -> String {
 /// A call's answer as a tool result: its `data` as compact JSON (keys sorted, as
 /// `serde_json::Value` keeps them; a screen without its trailing empty rows), or the error.
 fn tool_result<T: Serialize>(answer: Result<T, ClientError>) -> CallToolResult {
-    match answer.map_err(ClientError::into_api).and_then(|data| {
+    value_result(answer_value(answer))
+}
+
+/// A call's answer as JSON, or its error.
+fn answer_value<T: Serialize>(
+    answer: Result<T, ClientError>,
+) -> Result<serde_json::Value, ApiError> {
+    answer.map_err(ClientError::into_api).and_then(|data| {
         serde_json::to_value(&data)
             .map_err(|e| ApiError::internal(format!("cannot encode the answer: {e}")))
-    }) {
+    })
+}
+
+/// An answer's JSON (or error) as a tool result.
+fn value_result(answer: Result<serde_json::Value, ApiError>) -> CallToolResult {
+    match answer {
         Ok(mut data) => {
             trim_screen(&mut data);
             let text = serde_json::to_string(&data).unwrap_or_default();
             CallToolResult::success(vec![ContentBlock::text(text)])
         }
-        Err(error) => CallToolResult::error(vec![ContentBlock::text(error_text(&error))]),
+        Err(error) => error_result(&error),
+    }
+}
+
+/// A failed tool call.
+fn error_result(error: &ApiError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(error_text(error))])
+}
+
+/// Marks an exec or wait answer whose command still runs after a wait that ended by time (not
+/// because the command asks for input) with the way to continue it.
+fn note_running(data: &mut serde_json::Value) {
+    let is_running = data.get("status").and_then(serde_json::Value::as_str) == Some("running");
+    let asks = data.get("wait_reason").is_some_and(|r| !r.is_null());
+    if let (true, false, Some(object)) = (is_running, asks, data.as_object_mut()) {
+        object.insert("note".to_owned(), CONTINUE_NOTE.into());
+    }
+}
+
+/// Runs `wait` and, while it runs, sends `notifications/progress` to a caller whose request
+/// carried a `progressToken`: every [`PROGRESS_EVERY`], or twice per `cap` when that is
+/// shorter. `progress` is the seconds waited, `total` the cap.
+async fn with_progress<F: Future>(
+    context: &RequestContext<RoleServer>,
+    cap: Duration,
+    wait: F,
+) -> F::Output {
+    let Some(token) = context.meta.get_progress_token() else {
+        return wait.await;
+    };
+    let every = PROGRESS_EVERY.min(cap / 2).max(Duration::from_millis(100));
+    let started = tokio::time::Instant::now();
+    let mut ticks = tokio::time::interval_at(started + every, every);
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            answer = &mut wait => return answer,
+            _ = ticks.tick() => {
+                let waited = started.elapsed().as_secs_f64();
+                let progress = ProgressNotificationParam::new(token.clone(), waited)
+                    .with_total(cap.as_secs_f64())
+                    .with_message(format!(
+                        "waited {waited:.0} s of at most {:.0} s",
+                        cap.as_secs_f64()
+                    ));
+                // A client that went away is no reason to stop the wait: its answer is dropped
+                // by the transport.
+                let _ = context.peer.notify_progress(progress).await;
+            }
+        }
     }
 }
 
@@ -196,7 +305,27 @@ impl PtyhubMcp {
     pub fn new(client: Client) -> Self {
         Self {
             client,
-            tool_router: Self::tool_router(),
+            wait_cap: WAIT_CAP_DEFAULT,
+            sessions: Arc::default(),
+            tool_router: Self::tool_router() + Self::codex_router(),
+        }
+    }
+
+    /// The same tools with another cap on each call's wait (at least 1 s).
+    #[must_use]
+    pub fn with_wait_cap(mut self, cap: Duration) -> Self {
+        self.wait_cap = cap.max(Duration::from_secs(1));
+        self
+    }
+
+    /// Seconds a call waits: what it asked (else `default`), at most the cap. A bad value
+    /// (negative, not a number) passes through for the server to refuse.
+    fn capped_secs(&self, asked: Option<f64>, default: Option<f64>) -> f64 {
+        let cap = self.wait_cap.as_secs_f64();
+        match asked.or(default) {
+            Some(secs) if secs.is_nan() || secs < 0.0 => secs,
+            Some(secs) => secs.min(cap),
+            None => cap,
         }
     }
 
@@ -243,16 +372,16 @@ impl PtyhubMcp {
     }
 
     #[tool(
-        description = "Run a shell command in a terminal and wait for it: returns status (completed, running, no_change_timeout, hard_timeout), the command's own output (no prompt or echo; long output keeps its head and tail) and exit_code. cd and export persist. To get only the part of a long output you need, pass tail (last lines), head, grep (+ context), or max_tokens; window tells what was left out and next_offset continues. For interactive programs use terminal_send instead."
+        description = "Run a shell command in a terminal and wait for it: returns status (completed, running, no_change_timeout, hard_timeout), the command's own output (no prompt or echo; long output keeps its head and tail) and exit_code. cd and export persist. It answers early, status running with wait_reason stdin_read and the output so far, when the command asks for input (answer with terminal_send). The wait is capped (50 s unless the server says otherwise): a command still running then answers status running with command_id and a note; call terminal_wait to keep waiting (nothing re-runs). To get only the part of a long output you need, pass tail (last lines), head, grep (+ context), or max_tokens; window tells what was left out and next_offset continues. For interactive programs use terminal_send instead."
     )]
     async fn terminal_exec(
         &self,
-        context: Extensions,
+        context: RequestContext<RoleServer>,
         Parameters(a): Parameters<ExecArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let params = ExecParams {
             command: a.command,
-            timeout: a.timeout,
+            timeout: Some(self.capped_secs(a.timeout, None)),
             include_console: a.include_console,
             window: WindowParams {
                 head: a.head,
@@ -265,8 +394,37 @@ impl PtyhubMcp {
             },
             ..ExecParams::default()
         };
-        let client = self.client_for(&context);
-        Ok(tool_result(client.terminal(&a.id).exec(&params).await))
+        let client = self.client_for(&context.extensions);
+        let terminal = client.terminal(&a.id);
+        let answer = with_progress(&context, self.wait_cap, terminal.exec(&params)).await;
+        Ok(value_result(answer_value(answer).map(|mut data| {
+            note_running(&mut data);
+            data
+        })))
+    }
+
+    #[tool(
+        description = "Keep waiting for the command running in a terminal (after terminal_exec answered status running because its wait was capped): returns like terminal_exec when it ends, or status running again when this wait is capped too (call terminal_wait again). Nothing re-runs."
+    )]
+    async fn terminal_wait(
+        &self,
+        context: RequestContext<RoleServer>,
+        Parameters(a): Parameters<WaitArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let params = WaitParams {
+            seconds: Some(self.capped_secs(a.timeout, None)),
+        };
+        let client = self.client_for(&context.extensions);
+        let terminal = client.terminal(&a.id);
+        let answer = with_progress(&context, self.wait_cap, terminal.wait(&params)).await;
+        Ok(value_result(answer_value(answer).map(|mut data| {
+            // The console history is most of a wait's answer and no model needs it here.
+            if let Some(object) = data.as_object_mut() {
+                object.remove("console");
+            }
+            note_running(&mut data);
+            data
+        })))
     }
 
     #[tool(
@@ -297,23 +455,26 @@ impl PtyhubMcp {
     }
 
     #[tool(
-        description = "Type text into a terminal (optionally pressing Enter) and wait until it needs you again. wait_reason: stdin_read = a program waits for input (answer with another send; is_password_prompt = input is hidden), inferred_idle = no output and nobody reads (still working: send empty text to keep waiting), timeout = deadline passed (still running), session_exit = the shell ended. output = what was printed since your last send or read (the rendered screen when is_full_screen). waits_on = what a blocked program waits on (socket: a network call that may hang). command_exit_code = exit code of the command that just ended. hint = how to leave a pager, editor or REPL."
+        description = "Type text into a terminal (optionally pressing Enter) and wait until it needs you again. wait_reason: stdin_read = a program waits for input (answer with another send; is_password_prompt = input is hidden), inferred_idle = no output and nobody reads (still working: send empty text to keep waiting), timeout = deadline passed (still running), session_exit = the shell ended. output = what was printed since your last send or read (the rendered screen when is_full_screen). waits_on = what a blocked program waits on (socket: a network call that may hang). command_exit_code = exit code of the command that just ended. hint = how to leave a pager, editor or REPL. The deadline is capped (50 s unless the server says otherwise): past it the answer is timeout; send empty text to keep waiting without losing output."
     )]
     async fn terminal_send(
         &self,
-        context: Extensions,
+        context: RequestContext<RoleServer>,
         Parameters(a): Parameters<SendArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let params = SendParams {
             text: a.text.unwrap_or_default(),
             submit: a.submit.unwrap_or(false),
-            deadline: a.deadline,
+            deadline: Some(self.capped_secs(a.deadline, Some(SEND_DEADLINE_DEFAULT_SECS))),
             idle_window: a.idle_window,
             on_timeout: None,
             ..SendParams::default()
         };
-        let client = self.client_for(&context);
-        Ok(tool_result(client.terminal(&a.id).send(&params).await))
+        let client = self.client_for(&context.extensions);
+        let terminal = client.terminal(&a.id);
+        Ok(tool_result(
+            with_progress(&context, self.wait_cap, terminal.send(&params)).await,
+        ))
     }
 
     #[tool(
@@ -382,7 +543,7 @@ impl PtyhubMcp {
     }
 }
 
-#[tool_handler]
+#[tool_handler(router = self.tool_router)]
 impl ServerHandler for PtyhubMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -393,6 +554,7 @@ impl ServerHandler for PtyhubMcp {
 /// The streamable HTTP endpoint (`/mcp`): each MCP session bridges to the server's own socket.
 pub fn http_service(
     socket: std::path::PathBuf,
+    wait_cap: Duration,
 ) -> rmcp::transport::streamable_http_server::StreamableHttpService<
     PtyhubMcp,
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
@@ -401,7 +563,7 @@ pub fn http_service(
         StreamableHttpServerConfig, StreamableHttpService,
     };
     StreamableHttpService::new(
-        move || Ok(PtyhubMcp::new(Client::unix(socket.clone()))),
+        move || Ok(PtyhubMcp::new(Client::unix(socket.clone())).with_wait_cap(wait_cap)),
         std::sync::Arc::default(),
         StreamableHttpServerConfig::default(),
     )
