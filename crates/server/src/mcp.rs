@@ -224,6 +224,7 @@ fn value_result(answer: Result<serde_json::Value, ApiError>) -> CallToolResult {
     match answer {
         Ok(mut data) => {
             trim_screen(&mut data);
+            drop_nulls(&mut data);
             let text = serde_json::to_string(&data).unwrap_or_default();
             CallToolResult::success(vec![ContentBlock::text(text)])
         }
@@ -283,6 +284,19 @@ async fn with_progress<F: Future>(
 /// Drops the empty rows at the bottom of a `screen` (of the answer, or of the snapshot an
 /// `observe` answer holds): they cost a model characters and tell it nothing (`rows` still
 /// gives the screen's height).
+/// Leaves out every `null` field: a model reads an absent field as "nothing there" as well,
+/// and an answer's nulls are a good part of its characters.
+fn drop_nulls(data: &mut serde_json::Value) {
+    match data {
+        serde_json::Value::Object(map) => {
+            map.retain(|_, value| !value.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
 fn trim_screen(data: &mut serde_json::Value) {
     if let Some(rows) = data
         .get_mut("screen")
@@ -573,7 +587,24 @@ pub fn http_service(
 mod tests {
     use ptyhub_protocol::error::{ApiError, ErrorCode};
 
-    use super::error_text;
+    use super::{drop_nulls, error_text};
+
+    #[test]
+    fn answers_leave_out_null_fields_at_every_depth() {
+        let mut answer = serde_json::json!({
+            "output": "hi", "exit_code": null, "is_at_prompt": false,
+            "input": { "written": 2, "pending": null },
+            "commands": [{ "id": 1, "exit_code": null }],
+        });
+        drop_nulls(&mut answer);
+        assert_eq!(
+            answer,
+            serde_json::json!({
+                "output": "hi", "is_at_prompt": false, "input": { "written": 2 },
+                "commands": [{ "id": 1 }],
+            })
+        );
+    }
 
     #[test]
     fn a_failed_call_reads_code_message_and_retryable() {
