@@ -124,8 +124,18 @@ class Ptyhub:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         try:
-            conn.request(method, self.base + path, body=payload, headers=headers)
-            resp = conn.getresponse()
+            try:
+                conn.request(method, self.base + path, body=payload, headers=headers)
+                resp = conn.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                if not own:
+                    raise
+                # The server closed the idle keep-alive connection (its header timeout):
+                # send again on a fresh one, as HTTP clients do.
+                conn.close()
+                self.conn = conn = self._connect()
+                conn.request(method, self.base + path, body=payload, headers=headers)
+                resp = conn.getresponse()
             raw = resp.read()
         except (http.client.HTTPException, ConnectionError, OSError) as e:
             if own:

@@ -13,6 +13,7 @@ const SERVER_START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs the stdio MCP server until the client closes it.
 pub async fn run(socket: &Path, wait_cap: Duration) -> anyhow::Result<()> {
+    crate::paths::check_socket(socket)?;
     ensure_server(socket).await?;
     let service = PtyhubMcp::new(Client::unix(socket))
         .with_wait_cap(wait_cap)

@@ -50,3 +50,36 @@ pub fn load_or_create_token(state: &Path) -> anyhow::Result<String> {
     file.write_all(format!("{token}\n").as_bytes())?;
     Ok(token)
 }
+
+/// Refuses to talk to a server socket whose directory another user could write to (that user
+/// could have put their own socket there and would receive the request), or a socket of
+/// another user. Root's directories and sockets are trusted too.
+pub fn check_socket(socket: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let is_trusted = |uid: u32| uid == me || uid == 0;
+    let dir = socket.parent().unwrap_or_else(|| Path::new("/"));
+    let refuse =
+        |why: String| anyhow::anyhow!("refusing to use the socket {}: {why}", socket.display());
+    if let Ok(meta) = std::fs::metadata(dir) {
+        if !is_trusted(meta.uid()) {
+            return Err(refuse(format!(
+                "its directory belongs to uid {}",
+                meta.uid()
+            )));
+        }
+        let sticky = meta.mode() & 0o1000 != 0;
+        if meta.mode() & 0o022 != 0 && !sticky {
+            return Err(refuse(format!(
+                "its directory has mode {:04o}: others could replace it",
+                meta.mode() & 0o777
+            )));
+        }
+    }
+    if let Ok(meta) = std::fs::symlink_metadata(socket)
+        && !is_trusted(meta.uid())
+    {
+        return Err(refuse(format!("it belongs to uid {}", meta.uid())));
+    }
+    Ok(())
+}

@@ -135,6 +135,7 @@ pub enum TerminalCommand {
 }
 
 pub async fn run(command: TerminalCommand, socket: &Path) -> anyhow::Result<i32> {
+    crate::paths::check_socket(socket)?;
     let client = Client::unix(socket);
     let outcome = dispatch(&client, command).await;
     match outcome {

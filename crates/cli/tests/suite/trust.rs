@@ -133,3 +133,25 @@ async fn a_socket_dir_others_could_write_to_is_refused() {
         }
     }
 }
+
+/// The CLI talks to no socket another user could have put in its place.
+#[test]
+fn the_cli_refuses_a_socket_in_a_directory_others_can_write_to() {
+    let base = tempdir();
+    let open = base.path().join("open");
+    std::fs::create_dir(&open).unwrap_or_else(|e| panic!("mkdir: {e}"));
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777))
+        .unwrap_or_else(|e| panic!("chmod: {e}"));
+    let socket = open.join("server.sock").to_string_lossy().into_owned();
+    let output = Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+        .args(["--socket", &socket, "terminal", "list"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("ptyhub: {e}"));
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("refusing to use the socket") && stderr.contains("mode 0777"),
+        "{stderr}"
+    );
+}
