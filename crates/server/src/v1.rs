@@ -177,6 +177,9 @@ struct ExecV1Params {
     preserve_symlinks: Option<bool>,
     #[serde(default)]
     truncate: Option<bool>,
+    /// ptyhub's: answer as soon as the command waits for input, as v2 does (default false).
+    #[serde(default)]
+    return_on_input: Option<bool>,
 }
 
 #[utoipa::path(post, path = "/v1/shell/exec", tag = "v1", operation_id = "v1_exec", request_body = ExecV1Params, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
@@ -210,8 +213,9 @@ async fn exec(
         exec_dir: None,
         // v1 answers always carry the console history.
         include_console: Some(true),
-        // v1 waits for the command's end or its timeout, as its exec always has.
-        return_on_input: Some(false),
+        // v1 waits for the command's end or its timeout, as its exec always has, unless the
+        // caller asks for v2's early answer.
+        return_on_input: Some(params.return_on_input.unwrap_or(false)),
         window: ptyhub_protocol::api::WindowParams::default(),
     };
     // The directory was checked above; a new session already starts there.

@@ -333,6 +333,19 @@ async fn exec_answers_when_its_command_asks_and_send_continues() {
     assert_eq!(data(&v1)["status"], "running", "{}", v1.body);
     assert!(data(&v1).get("wait_reason").is_none(), "{}", v1.body);
     send(&client, &id, json!({ "text": "x", "submit": true })).await;
+    let asked_v1 = post(
+        &client,
+        "/v1/shell/exec",
+        json!({ "id": id, "command": "read -r -p 'Once more: ' n", "timeout": 60, "return_on_input": true }),
+    )
+    .await;
+    assert_eq!(
+        data(&asked_v1)["wait_reason"],
+        "stdin_read",
+        "{}",
+        asked_v1.body
+    );
+    send(&client, &id, json!({ "text": "y", "submit": true })).await;
 }
 
 /// send takes exec's output windows for its own answer; a bad window types nothing.
