@@ -558,6 +558,19 @@ impl ControlHolder {
                     self.child_status = Some((None, None));
                     self.begin_ending();
                 } else if is_dead && (is_known || is_given_up) {
+                    if !is_known {
+                        // Say what was seen, so a lost status can be traced: tmux's answer and
+                        // the pane process as /proc shows it (a zombie nobody reaps, or gone).
+                        let pid = self.pane.as_ref().map_or(0, |pane| pane.pid);
+                        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                            .unwrap_or_else(|_| "gone".to_owned());
+                        eprintln!(
+                            "holder: tmux did not tell the pane's exit status within {} s \
+                             (answer {line:?}; pane process {pid}: {})",
+                            DEAD_STATUS_PATIENCE.as_secs(),
+                            stat.trim_end()
+                        );
+                    }
                     self.child_status = Some((if signal.is_some() { None } else { code }, signal));
                     self.begin_ending();
                 }
