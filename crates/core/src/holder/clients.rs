@@ -1,11 +1,13 @@
 //! The holder's subscribers: accepting connections on its socket, reading their request lines,
-//! and feeding each from the event log at its own offset. Both holder loops (the PTY one and
-//! the tmux control-mode one) serve their clients with this; what a request does is theirs.
+//! and feeding each from the event log at its own offset, and the requests that mean the same
+//! in both holder loops (the PTY one and the tmux control-mode one): `hello`, `subscribe` and
+//! `note`. What the other requests do is each loop's.
 
 use std::io::{self, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 
-use ptyhub_protocol::holder::{HOLDER_LINE_MAX_BYTES, HolderMessage};
+use ptyhub_protocol::event::{CommandNote, EventKind, Seq};
+use ptyhub_protocol::holder::{HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_VERSION, HolderMessage};
 
 use crate::event_log::EventLog;
 
@@ -24,6 +26,32 @@ pub(super) struct Client {
 }
 
 impl Client {
+    /// Answers `hello`: this holder's protocol, pid and newest `seq`, or why it will not talk.
+    pub(super) fn answer_hello(&mut self, version: u32, log: &EventLog) {
+        let message = if version == HOLDER_PROTOCOL_VERSION {
+            HolderMessage::Hello {
+                version: HOLDER_PROTOCOL_VERSION,
+                holder_pid: std::process::id(),
+                last_seq: log.last_seq(),
+            }
+        } else {
+            HolderMessage::Error {
+                message: format!("holder speaks protocol {HOLDER_PROTOCOL_VERSION}, not {version}"),
+            }
+        };
+        self.send_message(&message);
+    }
+
+    /// Subscribes to the log's events after `after_seq`.
+    pub(super) fn subscribe(&mut self, after_seq: Seq, log: &EventLog) {
+        match log.offset_after(after_seq) {
+            Ok(offset) => self.cursor = Some(offset),
+            Err(error) => self.send_message(&HolderMessage::Error {
+                message: format!("cannot read the event log: {error}"),
+            }),
+        }
+    }
+
     pub(super) fn pending(&self) -> usize {
         self.outbox.len() - self.sent
     }
@@ -132,4 +160,19 @@ pub(super) fn serve(clients: &mut Vec<Client>, log: &EventLog) {
         }
     }
     clients.retain(|c| !c.is_dead);
+}
+
+/// Logs a `command.note`, with the program's working directory (`cwd`) when the note names
+/// none.
+#[allow(
+    clippy::print_stderr,
+    reason = "the holder's stderr is its terminal's holder.log"
+)]
+pub(super) fn log_note(log: &mut EventLog, mut note: CommandNote, cwd: impl FnOnce() -> String) {
+    if note.cwd.is_none() {
+        note.cwd = Some(cwd());
+    }
+    if let Err(error) = log.append(EventKind::CommandNote(note)) {
+        eprintln!("holder: cannot log a command note: {error}");
+    }
 }

@@ -34,9 +34,7 @@ use std::time::{Duration, Instant};
 
 use ptyhub_protocol::api::TmuxTarget;
 use ptyhub_protocol::event::EventKind;
-use ptyhub_protocol::holder::{
-    HOLDER_PROTOCOL_VERSION, HolderMessage, HolderRequest, HolderStatus,
-};
+use ptyhub_protocol::holder::{HolderMessage, HolderRequest, HolderStatus};
 use rustix::process::Signal;
 
 use super::clients::{self, Client};
@@ -693,28 +691,10 @@ impl ControlHolder {
 
     fn handle_request(&mut self, i: usize, request: HolderRequest) {
         match request {
-            HolderRequest::Hello { version } => {
-                let message = if version == HOLDER_PROTOCOL_VERSION {
-                    HolderMessage::Hello {
-                        version: HOLDER_PROTOCOL_VERSION,
-                        holder_pid: std::process::id(),
-                        last_seq: self.log.last_seq(),
-                    }
-                } else {
-                    HolderMessage::Error {
-                        message: format!(
-                            "holder speaks protocol {HOLDER_PROTOCOL_VERSION}, not {version}"
-                        ),
-                    }
-                };
-                self.clients[i].send_message(&message);
+            HolderRequest::Hello { version } => self.clients[i].answer_hello(version, &self.log),
+            HolderRequest::Subscribe { after_seq } => {
+                self.clients[i].subscribe(after_seq, &self.log);
             }
-            HolderRequest::Subscribe { after_seq } => match self.log.offset_after(after_seq) {
-                Ok(offset) => self.clients[i].cursor = Some(offset),
-                Err(error) => self.clients[i].send_message(&HolderMessage::Error {
-                    message: format!("cannot read the event log: {error}"),
-                }),
-            },
             HolderRequest::Input {
                 data,
                 discard_unread,
@@ -765,16 +745,13 @@ impl ControlHolder {
                 let status = HolderMessage::Status(self.status());
                 self.clients[i].send_message(&status);
             }
-            HolderRequest::Note(mut note) => {
+            HolderRequest::Note(note) => {
                 // After the output tmux already sent, as the native holder logs it in order.
                 self.flush_output();
                 if note.cwd.is_none() {
                     self.refresh_cwd();
-                    note.cwd = Some(self.meta.cwd.clone());
                 }
-                if let Err(error) = self.log.append(EventKind::CommandNote(note)) {
-                    eprintln!("holder: cannot log a command note: {error}");
-                }
+                clients::log_note(&mut self.log, note, || self.meta.cwd.clone());
             }
             HolderRequest::Terminate => self.begin_ending(),
         }

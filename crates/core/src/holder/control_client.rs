@@ -61,18 +61,7 @@ pub(super) fn spawn_control(spec: &HolderSpec, tmux: &TmuxSpec) -> io::Result<Co
     // calls on values it owns by copy; it allocates nothing.
     unsafe {
         cmd.pre_exec(|| {
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            for sig in [
-                libc::SIGHUP,
-                libc::SIGPIPE,
-                libc::SIGINT,
-                libc::SIGTERM,
-                libc::SIGCHLD,
-            ] {
-                libc::signal(sig, libc::SIG_DFL);
-            }
+            super::pty::reset_signals();
             Ok(())
         });
     }

@@ -13,9 +13,7 @@ use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
 use ptyhub_protocol::event::EventKind;
-use ptyhub_protocol::holder::{
-    HOLDER_PROTOCOL_VERSION, HolderMessage, HolderRequest, HolderStatus,
-};
+use ptyhub_protocol::holder::{HolderMessage, HolderRequest, HolderStatus};
 
 use rustix::process::Signal;
 
@@ -403,28 +401,10 @@ impl Holder {
 
     fn handle_request(&mut self, i: usize, request: HolderRequest) {
         match request {
-            HolderRequest::Hello { version } => {
-                let message = if version == HOLDER_PROTOCOL_VERSION {
-                    HolderMessage::Hello {
-                        version: HOLDER_PROTOCOL_VERSION,
-                        holder_pid: std::process::id(),
-                        last_seq: self.log.last_seq(),
-                    }
-                } else {
-                    HolderMessage::Error {
-                        message: format!(
-                            "holder speaks protocol {HOLDER_PROTOCOL_VERSION}, not {version}"
-                        ),
-                    }
-                };
-                self.clients[i].send_message(&message);
+            HolderRequest::Hello { version } => self.clients[i].answer_hello(version, &self.log),
+            HolderRequest::Subscribe { after_seq } => {
+                self.clients[i].subscribe(after_seq, &self.log);
             }
-            HolderRequest::Subscribe { after_seq } => match self.log.offset_after(after_seq) {
-                Ok(offset) => self.clients[i].cursor = Some(offset),
-                Err(error) => self.clients[i].send_message(&HolderMessage::Error {
-                    message: format!("cannot read the event log: {error}"),
-                }),
-            },
             HolderRequest::Input {
                 data,
                 discard_unread,
@@ -472,14 +452,11 @@ impl Holder {
                 let message = self.signal_foreground(signal, spare_pgid);
                 self.clients[i].send_message(&message);
             }
-            HolderRequest::Note(mut note) => {
+            HolderRequest::Note(note) => {
                 if note.cwd.is_none() {
                     self.refresh_cwd();
-                    note.cwd = Some(self.meta.cwd.clone());
                 }
-                if let Err(error) = self.log.append(EventKind::CommandNote(note)) {
-                    eprintln!("holder: cannot log a command note: {error}");
-                }
+                clients::log_note(&mut self.log, note, || self.meta.cwd.clone());
             }
             HolderRequest::Status => {
                 self.refresh_cwd();

@@ -62,6 +62,31 @@ pub fn discard_unread_input(master: &OwnedFd) -> Option<u64> {
     crate::process::discard_unread(&slave)
 }
 
+/// Gives a process about to exec an empty signal mask and default dispositions for the signals
+/// the holder handles itself (it blocks them for its `signalfd`), so the program starts as
+/// from a shell. Makes only async-signal-safe calls: for `pre_exec`.
+#[allow(
+    unsafe_code,
+    reason = "libc signal calls between fork and exec, where std has nothing to offer"
+)]
+pub(super) fn reset_signals() {
+    // SAFETY: sigemptyset/sigprocmask/signal are async-signal-safe and act on a local set.
+    unsafe {
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        for sig in [
+            libc::SIGHUP,
+            libc::SIGPIPE,
+            libc::SIGINT,
+            libc::SIGTERM,
+            libc::SIGCHLD,
+        ] {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+}
+
 /// Starts the spec's program on `slave` and returns its pid. Consumes the slave descriptor.
 pub fn spawn(spec: &HolderSpec, slave: OwnedFd) -> io::Result<u32> {
     let mut cmd = Command::new(&spec.program);
@@ -86,18 +111,7 @@ pub fn spawn(spec: &HolderSpec, slave: OwnedFd) -> io::Result<u32> {
             if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
                 return Err(io::Error::last_os_error());
             }
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            for sig in [
-                libc::SIGHUP,
-                libc::SIGPIPE,
-                libc::SIGINT,
-                libc::SIGTERM,
-                libc::SIGCHLD,
-            ] {
-                libc::signal(sig, libc::SIG_DFL);
-            }
+            reset_signals();
             // Mark, do not close: std's exec-error pipe must survive until exec.
             libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
             Ok(())
