@@ -562,11 +562,21 @@ impl ControlHolder {
                         let pid = self.pane.as_ref().map_or(0, |pane| pane.pid);
                         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
                             .unwrap_or_else(|_| "gone".to_owned());
+                        // The parent should have reaped it: how it treats signals.
+                        let parent = process::stat_field(&stat, 4).unwrap_or("?").to_owned();
+                        let signals: Vec<String> =
+                            std::fs::read_to_string(format!("/proc/{parent}/status"))
+                                .unwrap_or_default()
+                                .lines()
+                                .filter(|l| l.starts_with("Sig") || l.starts_with("State"))
+                                .map(str::to_owned)
+                                .collect();
                         eprintln!(
                             "holder: tmux did not tell the pane's exit status within {} s \
-                             (answer {line:?}; pane process {pid}: {})",
+                             (answer {line:?}; pane process {pid}: {}; its parent {parent}: {})",
                             DEAD_STATUS_PATIENCE.as_secs(),
-                            stat.trim_end()
+                            stat.trim_end(),
+                            signals.join(", ")
                         );
                     }
                     self.child_status = Some((if signal.is_some() { None } else { code }, signal));
