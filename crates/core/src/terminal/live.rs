@@ -273,6 +273,15 @@ impl Hub {
         self.published.notify_waiters();
     }
 
+    /// Whether the event right after `after` was published and is no longer in memory.
+    fn has_dropped_after(&self, after: Seq) -> bool {
+        let state = self.lock();
+        state
+            .recent
+            .front()
+            .is_some_and(|oldest| oldest.seq() > after.next())
+    }
+
     /// The events after `after` in memory, about `max_bytes` of output at most (one event at
     /// least).
     fn recent_after(&self, after: Seq, max_bytes: usize) -> Recent {
@@ -372,6 +381,8 @@ pub struct Connection {
     last: Seq,
     /// Drop output up to the first line break (a replay that starts mid-history).
     is_cutting_first_line: bool,
+    /// A `lagged` frame was sent since the connection last followed the live stream.
+    is_told_lagged: bool,
     /// The terminal had exited when the connection started: end after the replay.
     exit_at_start: Option<(Option<i32>, Option<i32>)>,
     pending: VecDeque<LiveFrame>,
@@ -472,6 +483,7 @@ impl TerminalHandle {
             phase: Phase::Live,
             last: now,
             is_cutting_first_line: false,
+            is_told_lagged: false,
             exit_at_start: probe.is_exited.then_some((probe.exit_code, probe.signal)),
             pending: VecDeque::new(),
             events: Vec::new(),
@@ -614,6 +626,7 @@ impl Connection {
                                 });
                             }
                             self.phase = Phase::Live;
+                            self.is_told_lagged = false;
                         }
                         Ok(_) if events.first().is_some_and(|e| e.seq > self.last.next()) => {
                             // The log no longer keeps where this connection was: say so rather
@@ -628,6 +641,12 @@ impl Connection {
                             ));
                         }
                         Ok(_) => {
+                            // A reader of the log that the live stream has left behind (its
+                            // next event is no longer in memory) lags like a live one.
+                            if !self.is_told_lagged && self.hub.has_dropped_after(self.last) {
+                                self.is_told_lagged = true;
+                                self.pending.push_back(LiveFrame::Lagged { seq: self.last });
+                            }
                             let frames: Vec<LiveEvent> =
                                 events.drain(..).map(LiveEvent::from_event).collect();
                             self.take_live(frames);
@@ -653,6 +672,7 @@ impl Connection {
                             None => published.await,
                         },
                         Recent::Lagged => {
+                            self.is_told_lagged = true;
                             self.pending.push_back(LiveFrame::Lagged { seq: self.last });
                             self.phase = Phase::CatchUp {
                                 reader: self.log.reader(self.last),

@@ -317,7 +317,40 @@ async fn a_watcher_that_falls_behind_is_told_and_catches_up_from_the_log_without
         matches!(&first, Some(LiveFrame::Output { data, .. }) if &data[..] == b"first\r\n"),
         "{first:?}"
     );
-    // 12 MiB while the watcher reads nothing: more than the live buffer keeps.
+    falls_behind_and_catches_up(&t, &mut watcher).await;
+}
+
+#[tokio::test]
+async fn a_watcher_still_reading_the_log_when_it_falls_behind_is_told_too() {
+    use super::live::{ConnectOptions, LiveFrame, LiveMode};
+    let t = start(&[&prompt()]);
+    let options = ConnectOptions {
+        mode: LiveMode::Watch,
+        restore: false,
+        replay_bytes: 0,
+        since_seq: None,
+    };
+    let (mut watcher, _ready) = t.handle.connect(options).await.expect("connected");
+    // Output before the watcher's first read: it takes it from the log, and has not yet
+    // looked at the live stream when the flood comes.
+    let first_seq = t.fake.output(b"first\r\n");
+    let mut applied = t.handle.seq();
+    applied
+        .wait_for(|seq| *seq >= first_seq)
+        .await
+        .expect("applied");
+    let first = watcher.next().await;
+    assert!(
+        matches!(&first, Some(LiveFrame::Output { data, .. }) if &data[..] == b"first\r\n"),
+        "{first:?}"
+    );
+    falls_behind_and_catches_up(&t, &mut watcher).await;
+}
+
+/// 12 MiB while the watcher reads nothing (more than the live buffer keeps), then the watcher
+/// reads: it is told it lagged and gets every byte once, in order.
+async fn falls_behind_and_catches_up(t: &Terminal, watcher: &mut super::live::Connection) {
+    use super::live::LiveFrame;
     let mut expected = Vec::new();
     let mut last = ptyhub_protocol::event::Seq::ZERO;
     for i in 0..192u8 {
