@@ -555,7 +555,10 @@ impl ControlHolder {
                     );
                     self.child_status = Some((None, None));
                     self.begin_ending();
-                } else if is_dead && (is_known || is_given_up) {
+                } else if is_dead && !is_known && !is_given_up {
+                    self.nudge_reaper();
+                } else if is_dead {
+                    let (mut code, mut signal) = (code, signal);
                     if !is_known {
                         // Say what was seen, so a lost status can be traced: tmux's answer and
                         // the pane process as /proc shows it (a zombie nobody reaps, or gone).
@@ -578,11 +581,33 @@ impl ControlHolder {
                             stat.trim_end(),
                             signals.join(", ")
                         );
+                        // A zombie still carries its wait status: the kernel's word for it.
+                        (code, signal) = zombie_status(&stat).unwrap_or((None, None));
                     }
                     self.child_status = Some((if signal.is_some() { None } else { code }, signal));
                     self.begin_ending();
                 }
             }
+        }
+    }
+
+    /// tmux linked with libutempter can miss the `SIGCHLD` of a pane whose program exits while
+    /// tmux removes the pane's utmp record (the helper's own handler takes the signal): the
+    /// program stays a zombie tmux never reaps, and tmux never learns its status. Another
+    /// `SIGCHLD` to its parent, the tmux server, makes tmux look again.
+    fn nudge_reaper(&self) {
+        const NUDGE_AFTER: Duration = Duration::from_millis(200);
+        if self.exited_at.is_none_or(|at| at.elapsed() < NUDGE_AFTER) {
+            return;
+        }
+        let pid = self.pane.as_ref().map_or(0, |pane| pane.pid);
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return;
+        };
+        if process::stat_field(&stat, 3) == Some("Z")
+            && let Some(parent) = process::stat_field(&stat, 4).and_then(|p| p.parse().ok())
+        {
+            process::kill(parent, rustix::process::Signal::CHILD);
         }
     }
 
@@ -870,9 +895,42 @@ impl ControlHolder {
     }
 }
 
+/// The exit code or signal of a zombie, from its `/proc/<pid>/stat` line (field 52 holds the
+/// wait status its parent would get).
+fn zombie_status(stat: &str) -> Option<(Option<i32>, Option<i32>)> {
+    if process::stat_field(stat, 3) != Some("Z") {
+        return None;
+    }
+    let status: i32 = process::stat_field(stat, 52)?.parse().ok()?;
+    let signal = status & 0x7f;
+    Some(if signal == 0 {
+        (Some((status >> 8) & 0xff), None)
+    } else {
+        (None, Some(signal))
+    })
+}
+
 /// Reaps every child that ended (the control client, and processes that escaped to this
 /// subreaper); their statuses are not the terminal's.
 fn reap_children() {
     use rustix::process::{WaitOptions, wait};
     while let Ok(Some(_)) = wait(WaitOptions::NOHANG) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::zombie_status;
+
+    #[test]
+    fn a_zombies_status_is_read_from_its_stat_line() {
+        // A bash that ran `exit 7`, as /proc showed it while tmux had not reaped it.
+        let exited = "1491 (bash) Z 1485 1491 1491 0 -1 4227084 453 173 0 0 0 0 0 0 20 0 1 0 \
+            1996905 0 0 18446744073709551615 0 0 0 0 0 0 0 3686404 1266761467 1 0 0 17 1 0 0 0 \
+            0 0 0 0 0 0 0 0 0 1792";
+        assert_eq!(zombie_status(exited), Some((Some(7), None)));
+        let killed = exited.replace(" 1792", " 9");
+        assert_eq!(zombie_status(&killed), Some((None, Some(9))));
+        let running = exited.replace(") Z ", ") S ");
+        assert_eq!(zombie_status(&running), None);
+    }
 }
