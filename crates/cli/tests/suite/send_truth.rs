@@ -199,11 +199,12 @@ async fn output_between_sends_is_returned_with_the_exit_code() {
     let ok = send(&client, &id, json!({ "text": "echo fine", "submit": true })).await;
     assert_eq!(ok["command_exit_code"], 0, "{ok}");
 
-    // Input to a program that does not read stays queued, and the answer says so.
+    // Input to a program that does not read stays queued, and the answer says so (the
+    // program sleeps long enough for two short sends on a busy machine).
     let queued = send(
         &client,
         &id,
-        json!({ "text": "sleep 2", "submit": true, "deadline": 0.5 }),
+        json!({ "text": "sleep 4", "submit": true, "deadline": 0.5 }),
     )
     .await;
     assert_eq!(queued["wait_reason"], "timeout", "{queued}");
@@ -224,13 +225,13 @@ async fn output_between_sends_is_returned_with_the_exit_code() {
     send(
         &client,
         &id,
-        json!({ "text": "", "deadline": 5, "idle_window": 0.5 }),
+        json!({ "text": "", "deadline": 10, "idle_window": 0.5 }),
     )
     .await;
     send(
         &client,
         &id,
-        json!({ "text": "sleep 2", "submit": true, "deadline": 0.3 }),
+        json!({ "text": "sleep 4", "submit": true, "deadline": 0.3 }),
     )
     .await;
     let flushed = send(
