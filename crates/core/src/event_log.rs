@@ -21,11 +21,6 @@
 //! makes reading back as cheap as a memory ring, and a slow reader never loses a byte the log
 //! still keeps.
 
-#![allow(
-    clippy::print_stderr,
-    reason = "the holder's stderr is its terminal's holder.log"
-)]
-
 mod reader;
 
 use std::collections::VecDeque;
@@ -131,6 +126,11 @@ pub struct EventLog {
     /// `(seq, global offset of the line holding seq)`, ascending: every segment's first line
     /// and then one roughly every [`INDEX_STRIDE_BYTES`].
     index: Vec<(Seq, u64)>,
+    /// Bytes of a torn last line [`EventLog::open`] cut (0 when the log ended with a whole
+    /// line).
+    cut_at_open: u64,
+    /// A failed append left part of a line the file could not be cut back from yet.
+    is_tail_torn: bool,
 }
 
 impl EventLog {
@@ -157,6 +157,8 @@ impl EventLog {
             active_first: None,
             last_seq: Seq::ZERO,
             index: Vec::new(),
+            cut_at_open: 0,
+            is_tail_torn: false,
         };
         let mut base = 0;
         for (_, path) in list_segments(dir)? {
@@ -177,8 +179,10 @@ impl EventLog {
             base += len;
         }
         let (len, first) = log.scan(&active_file, base)?;
-        if len != active_file.metadata()?.len() {
+        let file_len = active_file.metadata()?.len();
+        if len != file_len {
             active_file.set_len(len)?;
+            log.cut_at_open = file_len.saturating_sub(len);
         }
         log.active.base = base;
         log.active.len = len;
@@ -221,6 +225,13 @@ impl EventLog {
         Ok((offset, first))
     }
 
+    /// Bytes of a torn last line that opening the log cut (0 when there was none). The
+    /// writer records the repair as the next event (`log.repaired`), which takes the `seq`
+    /// the torn line was to have.
+    pub fn cut_at_open(&self) -> u64 {
+        self.cut_at_open
+    }
+
     pub fn last_seq(&self) -> Seq {
         self.last_seq
     }
@@ -255,12 +266,22 @@ impl EventLog {
             match self.rotate() {
                 Ok(()) => self.rotate_at = self.segment_max,
                 Err(error) => {
-                    eprintln!("holder: cannot rotate the event log: {error}");
+                    log_line!("holder: cannot rotate the event log: {error}");
                     self.rotate_at = self.active.len + self.segment_max;
                 }
             }
         }
-        self.active.file.write_all(&line)?;
+        if self.is_tail_torn {
+            // A failed append left part of a line: cut it before anything follows it.
+            self.active.file.set_len(self.active.len)?;
+            self.is_tail_torn = false;
+        }
+        if let Err(error) = self.active.file.write_all(&line) {
+            // A full disk can take part of the line: cut it, so the file ends with whole lines
+            // and the next append continues where readers expect it.
+            self.is_tail_torn = self.active.file.set_len(self.active.len).is_err();
+            return Err(error);
+        }
         let offset = self.active.end();
         let is_first = self.active_first.is_none();
         if is_first
@@ -322,7 +343,7 @@ impl EventLog {
                 Ok(()) => {}
                 Err(error) if error.kind() == io::ErrorKind::NotFound => {}
                 Err(error) => {
-                    eprintln!("holder: cannot delete {}: {error}", oldest.path.display());
+                    log_line!("holder: cannot delete {}: {error}", oldest.path.display());
                     self.rotated.push_front(oldest);
                     break;
                 }

@@ -27,6 +27,16 @@
 //! - [`queries`]: terminal queries in output and their answers in input (one answer reaches
 //!   the program).
 
+/// `eprintln!` that never panics: writes one line to stderr and ignores a failure, which
+/// `eprintln!` turns into a panic. The holder's stderr is its terminal's `holder.log`, on a
+/// disk that can be full, and a note about a problem must not become a crash.
+macro_rules! log_line {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod backend;
 pub mod creation;
 pub mod error;

@@ -107,6 +107,7 @@ impl TerminalMeta {
             closed: self.closed,
             backend: self.backend,
             tmux: self.tmux.clone(),
+            storage_error: None,
         }
     }
 }

@@ -274,6 +274,11 @@ pub struct TerminalInfo {
     /// Where a `tmux` terminal can be attached to by a person; absent on other backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmux: Option<TmuxTarget>,
+    /// Why the terminal's event log refuses appends (its disk is full, say): the terminal
+    /// runs, its output is held back (nothing is lost) and the log takes it as soon as it
+    /// can; absent while the log takes every append (docs/storage.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_error: Option<String>,
 }
 
 /// `POST …/exec` (also the body v1 exec is translated to): run one command in the

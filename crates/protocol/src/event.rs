@@ -104,6 +104,14 @@ pub enum EventKind {
     /// working directory (docs/storage.md, "command.note").
     #[serde(rename = "command.note")]
     CommandNote(CommandNote),
+    /// The holder found the log's last line torn (a crash in the middle of a write, or a file
+    /// system that padded it with NUL bytes) and cut it before appending again. The torn line
+    /// was never whole, so no reader had it; its `seq`, if it had one, is not used again.
+    #[serde(rename = "log.repaired")]
+    LogRepaired {
+        /// Bytes cut from the end of the log.
+        cut_bytes: u64,
+    },
     /// An event type this reader does not know (written by a newer ptyhub).
     #[serde(other)]
     Unknown,

@@ -128,6 +128,16 @@ pub enum HolderMessage {
         /// What went wrong, for people.
         message: String,
     },
+    /// Unasked, to every subscriber: the event log refuses appends (the disk is full) and the
+    /// holder holds the terminal's output back until it takes them again, or it does again
+    /// (`error` null). Sent on each change, and at once to a subscriber during a stall.
+    Storage {
+        /// Why the log refuses appends; null once it takes them again.
+        error: Option<String>,
+    },
+    /// A message this reader does not know (sent by a newer holder).
+    #[serde(other)]
+    Unknown,
 }
 
 /// What the holder knows about the live process: the facts a client's `send`, `signal` and

@@ -15,6 +15,7 @@ mod observe;
 mod rotation;
 mod send;
 mod send_truth;
+mod storage;
 mod timeline;
 mod tmux;
 mod trust;

@@ -9,6 +9,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use ptyhub_protocol::event::{CommandNote, EventKind, Seq};
 use ptyhub_protocol::holder::{HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_VERSION, HolderMessage};
 
+use super::log_writer::LogWriter;
 use crate::event_log::EventLog;
 
 /// A subscriber's send buffer is refilled from the log when it holds less than this.
@@ -42,13 +43,17 @@ impl Client {
         self.send_message(&message);
     }
 
-    /// Subscribes to the log's events after `after_seq`.
-    pub(super) fn subscribe(&mut self, after_seq: Seq, log: &EventLog) {
+    /// Subscribes to the log's events after `after_seq` (and says at once if the log refuses
+    /// appends).
+    pub(super) fn subscribe(&mut self, after_seq: Seq, log: &LogWriter) {
         match log.offset_after(after_seq) {
             Ok(offset) => self.cursor = Some(offset),
             Err(error) => self.send_message(&HolderMessage::Error {
                 message: format!("cannot read the event log: {error}"),
             }),
+        }
+        if log.is_refusing() {
+            self.send_message(&log.storage_message());
         }
     }
 
@@ -164,15 +169,18 @@ pub(super) fn serve(clients: &mut Vec<Client>, log: &EventLog) {
 
 /// Logs a `command.note`, with the program's working directory (`cwd`) when the note names
 /// none.
-#[allow(
-    clippy::print_stderr,
-    reason = "the holder's stderr is its terminal's holder.log"
-)]
-pub(super) fn log_note(log: &mut EventLog, mut note: CommandNote, cwd: impl FnOnce() -> String) {
+pub(super) fn log_note(log: &mut LogWriter, mut note: CommandNote, cwd: impl FnOnce() -> String) {
     if note.cwd.is_none() {
         note.cwd = Some(cwd());
     }
-    if let Err(error) = log.append(EventKind::CommandNote(note)) {
-        eprintln!("holder: cannot log a command note: {error}");
+    log.append(EventKind::CommandNote(note));
+}
+
+/// Tells every subscriber when the log began or stopped refusing appends.
+pub(super) fn announce_storage(clients: &mut [Client], log: &mut LogWriter) {
+    if let Some(message) = log.take_change() {
+        for client in clients.iter_mut().filter(|c| c.cursor.is_some()) {
+            client.send_message(&message);
+        }
     }
 }

@@ -19,11 +19,6 @@
 //!    process of the terminal is ended (hangup, then kill after a grace), and the exit is
 //!    recorded as the PTY loop records it.
 
-#![allow(
-    clippy::print_stderr,
-    reason = "the holder's stderr is its terminal's holder.log"
-)]
-
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
@@ -39,6 +34,7 @@ use rustix::process::Signal;
 
 use super::clients::{self, Client};
 use super::control_client::{Control, decode_output, spawn_control};
+use super::log_writer::{self, LogWriter};
 use super::{HolderSpec, TmuxSpec};
 use crate::event_log::EventLog;
 use crate::process;
@@ -103,7 +99,7 @@ pub(super) struct ControlHolder {
     spec: HolderSpec,
     tmux: TmuxSpec,
     meta: TerminalMeta,
-    log: EventLog,
+    log: LogWriter,
     listener: UnixListener,
     signals: OwnedFd,
     clients: Vec<Client>,
@@ -137,7 +133,7 @@ impl ControlHolder {
             .clone()
             .ok_or_else(|| io::Error::other("the spec names no tmux session"))?;
         let meta = state_dir::read_meta(&spec.dir)?;
-        let log = EventLog::open(&spec.dir, spec.event_log_keep)?;
+        let log = LogWriter::new(EventLog::open(&spec.dir, spec.event_log_keep)?);
         let signals = super::event_loop::block_signals()?;
         rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
         let _ = std::fs::remove_file(&spec.socket);
@@ -231,7 +227,7 @@ impl ControlHolder {
                 cols: self.spec.cols,
                 rows: self.spec.rows,
             };
-            self.log.append(start)?;
+            self.log.append_now(start)?;
         }
         self.is_started = true;
         self.flush_output();
@@ -246,7 +242,9 @@ impl ControlHolder {
     /// Serves until the terminal has ended and its last events were delivered.
     pub(super) fn run(&mut self) {
         loop {
-            if let Phase::Done { until } = self.phase {
+            if let Phase::Done { until } = self.phase
+                && !self.log.is_stalled()
+            {
                 let log_len = self.log.len();
                 if Instant::now() >= until || self.clients.iter().all(|c| c.is_caught_up(log_len)) {
                     break;
@@ -281,10 +279,17 @@ impl ControlHolder {
             PollFd::new(&self.signals, readable),
             PollFd::new(&self.listener, readable),
         ];
-        let control_slot = self.control.as_ref().map(|control| {
-            fds.push(PollFd::new(&control.stdout, readable));
-            fds.len() - 1
-        });
+        // While the log refuses appends, tmux's output waits in tmux (it stops reading a pane
+        // whose control client falls behind), holding the program back.
+        let is_stalled = self.log.is_stalled();
+        let control_slot = self
+            .control
+            .as_ref()
+            .filter(|_| !is_stalled)
+            .map(|control| {
+                fds.push(PollFd::new(&control.stdout, readable));
+                fds.len() - 1
+            });
         let exit_slot = self.pane_exit.as_ref().map(|pidfd| {
             fds.push(PollFd::new(pidfd, readable));
             fds.len() - 1
@@ -299,6 +304,10 @@ impl ControlHolder {
         }
         let is_waiting_for_death = self.is_pane_exited && self.child_status.is_none();
         let timeout = match self.phase {
+            Phase::Running if is_stalled => rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: i64::from(log_writer::RETRY_EVERY.subsec_nanos()),
+            },
             Phase::Running if !is_waiting_for_death => rustix::event::Timespec {
                 tv_sec: 1,
                 tv_nsec: 0,
@@ -351,6 +360,10 @@ impl ControlHolder {
                 }
             }
         }
+        if is_stalled {
+            self.log.retry();
+        }
+        clients::announce_storage(&mut self.clients, &mut self.log);
         clients::serve(&mut self.clients, &self.log);
         if matches!(self.phase, Phase::Running) && self.last_cwd_check.elapsed() >= CWD_CHECK_EVERY
         {
@@ -519,7 +532,7 @@ impl ControlHolder {
         match reply {
             Reply::Ignore => {
                 if !is_ok {
-                    eprintln!("holder: tmux refused a command: {}", lines.join(" | "));
+                    log_line!("holder: tmux refused a command: {}", lines.join(" | "));
                 }
             }
             Reply::PaneInfo => {
@@ -532,7 +545,7 @@ impl ControlHolder {
                         pid,
                     });
                 } else {
-                    eprintln!("holder: tmux has no such pane: {}", lines.join(" | "));
+                    log_line!("holder: tmux has no such pane: {}", lines.join(" | "));
                     self.control_gone();
                 }
             }
@@ -549,7 +562,7 @@ impl ControlHolder {
                     .exited_at
                     .is_some_and(|at| at.elapsed() >= DEAD_STATUS_PATIENCE);
                 if !is_ok {
-                    eprintln!(
+                    log_line!(
                         "holder: tmux cannot tell the pane's status: {}",
                         lines.join(" | ")
                     );
@@ -574,7 +587,7 @@ impl ControlHolder {
                                 .filter(|l| l.starts_with("Sig") || l.starts_with("State"))
                                 .map(str::to_owned)
                                 .collect();
-                        eprintln!(
+                        log_line!(
                             "holder: tmux did not tell the pane's exit status within {} s \
                              (answer {line:?}; pane process {pid}: {}; its parent {parent}: {})",
                             DEAD_STATUS_PATIENCE.as_secs(),
@@ -620,7 +633,7 @@ impl ControlHolder {
         self.block = None;
         self.flush_output();
         if self.child_status.is_none() && matches!(self.phase, Phase::Running) {
-            eprintln!("holder: the tmux control client ended");
+            log_line!("holder: the tmux control client ended");
         }
         self.begin_ending();
     }
@@ -631,9 +644,7 @@ impl ControlHolder {
             return;
         }
         let data = std::mem::take(&mut self.output);
-        if let Err(error) = self.log.append(EventKind::Output { data }) {
-            eprintln!("holder: cannot append output: {error}");
-        }
+        self.log.append(EventKind::Output { data });
     }
 
     /// Every process of the terminal: the holder's descendants (the tmux server and whatever
@@ -699,18 +710,20 @@ impl ControlHolder {
     /// Records the exit once every process is gone.
     fn finish(&mut self) {
         self.flush_output();
+        if self.log.is_stalled() {
+            // Output still waits for the log: the exit follows it once it is written.
+            return;
+        }
         self.control = None;
         let (exit_code, signal) = self.child_status.unwrap_or((None, None));
-        if let Err(error) = self.log.append(EventKind::Exit { exit_code, signal }) {
-            eprintln!("holder: cannot record the exit: {error}");
-        }
+        self.log.append(EventKind::Exit { exit_code, signal });
         let _ = std::fs::remove_file(&self.tmux.socket);
         self.meta.state = TerminalState::Exited;
         self.meta.exit_code = exit_code;
         self.meta.signal = signal;
         self.meta.ended_at = Some(state_dir::unix_now());
         if let Err(error) = state_dir::write_meta(&self.spec.dir, &self.meta) {
-            eprintln!("holder: cannot write meta.json: {error}");
+            log_line!("holder: cannot write meta.json: {error}");
         }
         self.phase = Phase::Done {
             until: Instant::now() + LINGER,
@@ -768,7 +781,7 @@ impl ControlHolder {
                     self.flush_output();
                     self.meta.cols = cols;
                     self.meta.rows = rows;
-                    let _ = self.log.append(EventKind::Resize { cols, rows });
+                    self.log.append(EventKind::Resize { cols, rows });
                 }
             }
             HolderRequest::Signal { signal, spare_pgid } => {
@@ -889,7 +902,7 @@ impl ControlHolder {
         {
             self.meta.cwd = cwd;
             if let Err(error) = state_dir::write_meta(&self.spec.dir, &self.meta) {
-                eprintln!("holder: cannot write meta.json: {error}");
+                log_line!("holder: cannot write meta.json: {error}");
             }
         }
     }

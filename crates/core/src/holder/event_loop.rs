@@ -1,10 +1,5 @@
 //! The holder's single-threaded `poll` loop. See the module docs of [`super`].
 
-#![allow(
-    clippy::print_stderr,
-    reason = "the holder's stderr is its terminal's holder.log"
-)]
-
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -19,6 +14,7 @@ use rustix::process::Signal;
 
 use super::HolderSpec;
 use super::clients::{self, Client};
+use super::log_writer::{self, LogWriter};
 use super::pty;
 use crate::event_log::EventLog;
 use crate::process;
@@ -54,7 +50,7 @@ enum Phase {
 pub(super) struct Holder {
     spec: HolderSpec,
     meta: TerminalMeta,
-    log: EventLog,
+    log: LogWriter,
     master: Option<OwnedFd>,
     listener: UnixListener,
     signals: OwnedFd,
@@ -72,7 +68,7 @@ impl Holder {
     /// Opens everything and starts the program. Any error here is reported on the ready line.
     pub(super) fn start(spec: HolderSpec) -> io::Result<Self> {
         let mut meta = state_dir::read_meta(&spec.dir)?;
-        let log = EventLog::open(&spec.dir, spec.event_log_keep)?;
+        let log = LogWriter::new(EventLog::open(&spec.dir, spec.event_log_keep)?);
         let signals = block_signals()?;
         rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
         let _ = std::fs::remove_file(&spec.socket);
@@ -114,7 +110,7 @@ impl Holder {
             cols: holder.spec.cols,
             rows: holder.spec.rows,
         };
-        holder.log.append(start)?;
+        holder.log.append_now(start)?;
         Ok(holder)
     }
 
@@ -126,6 +122,7 @@ impl Holder {
     pub(super) fn run(&mut self) {
         loop {
             if let Phase::Done { until } = self.phase
+                && !self.log.is_stalled()
                 && (Instant::now() >= until || self.clients.iter().all(|c| self.is_caught_up(c)))
             {
                 break;
@@ -147,7 +144,8 @@ impl Holder {
             PollFd::new(&self.signals, readable),
             PollFd::new(&self.listener, readable),
         ];
-        let master_slot = self.master.as_ref().map(|master| {
+        let is_stalled = self.log.is_stalled();
+        let master_slot = self.master.as_ref().filter(|_| !is_stalled).map(|master| {
             let mut events = readable;
             if !self.input.is_empty() {
                 events |= PollFlags::OUT;
@@ -164,6 +162,10 @@ impl Holder {
             fds.push(PollFd::new(&client.stream, events));
         }
         let timeout = match self.phase {
+            Phase::Running if is_stalled => rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: i64::from(log_writer::RETRY_EVERY.subsec_nanos()),
+            },
             Phase::Running => rustix::event::Timespec {
                 tv_sec: 1,
                 tv_nsec: 0,
@@ -303,16 +305,18 @@ impl Holder {
         while self.master.is_some() && self.read_master() {}
         self.master = None;
         self.input.clear();
-        let (exit_code, signal) = self.child_status.unwrap_or((None, None));
-        if let Err(error) = self.log.append(EventKind::Exit { exit_code, signal }) {
-            eprintln!("holder: cannot record the exit: {error}");
+        if self.log.is_stalled() {
+            // Output still waits for the log: the exit follows it once it is written.
+            return;
         }
+        let (exit_code, signal) = self.child_status.unwrap_or((None, None));
+        self.log.append(EventKind::Exit { exit_code, signal });
         self.meta.state = TerminalState::Exited;
         self.meta.exit_code = exit_code;
         self.meta.signal = signal;
         self.meta.ended_at = Some(state_dir::unix_now());
         if let Err(error) = state_dir::write_meta(&self.spec.dir, &self.meta) {
-            eprintln!("holder: cannot write meta.json: {error}");
+            log_line!("holder: cannot write meta.json: {error}");
         }
         self.phase = Phase::Done {
             until: Instant::now() + LINGER,
@@ -325,6 +329,10 @@ impl Holder {
         let Some(master) = self.master.as_ref() else {
             return false;
         };
+        if self.log.is_stalled() {
+            // The log refuses appends: the output stays in the PTY, holding the program back.
+            return false;
+        }
         let mut buf = vec![0u8; READ_CHUNK_BYTES];
         let mut filled = 0;
         let mut is_closed = false;
@@ -351,9 +359,7 @@ impl Holder {
         }
         self.has_heap_activity = true;
         buf.truncate(filled);
-        if let Err(error) = self.log.append(EventKind::Output { data: buf }) {
-            eprintln!("holder: cannot append output: {error}");
-        }
+        self.log.append(EventKind::Output { data: buf });
         true
     }
 
@@ -445,7 +451,7 @@ impl Holder {
                 {
                     self.meta.cols = cols;
                     self.meta.rows = rows;
-                    let _ = self.log.append(EventKind::Resize { cols, rows });
+                    self.log.append(EventKind::Resize { cols, rows });
                 }
             }
             HolderRequest::Signal { signal, spare_pgid } => {
@@ -549,13 +555,17 @@ impl Holder {
         {
             self.meta.cwd = cwd;
             if let Err(error) = state_dir::write_meta(&self.spec.dir, &self.meta) {
-                eprintln!("holder: cannot write meta.json: {error}");
+                log_line!("holder: cannot write meta.json: {error}");
             }
         }
     }
 
     /// Tops up every subscriber from the log and writes what its socket takes.
     fn serve_clients(&mut self) {
+        if self.log.is_stalled() {
+            self.log.retry();
+        }
+        clients::announce_storage(&mut self.clients, &mut self.log);
         clients::serve(&mut self.clients, &self.log);
     }
 }

@@ -27,6 +27,7 @@ mod control;
 mod control_client;
 mod event_loop;
 pub mod launch;
+mod log_writer;
 mod pty;
 
 use std::io::{self, BufRead, Write};

@@ -183,6 +183,18 @@ impl Actor {
             HolderLine::Message(HolderMessage::Error { message }) => {
                 tracing::warn!(id = %self.meta.id, %message, "holder error");
             }
+            HolderLine::Message(HolderMessage::Storage { error }) => {
+                match &error {
+                    Some(error) => {
+                        tracing::warn!(id = %self.meta.id, %error, "the terminal's log refuses appends; its output is held back");
+                    }
+                    None => {
+                        tracing::info!(id = %self.meta.id, "the terminal's log takes appends again")
+                    }
+                }
+                self.storage_error = error;
+            }
+            HolderLine::Message(HolderMessage::Unknown) => {}
         }
         if !self.query_answers.is_empty() {
             let answers = std::mem::take(&mut self.query_answers);

@@ -542,6 +542,8 @@ struct Actor {
     /// Input requests sent to the holder and not yet answered, in order; `Some` when a client
     /// waits for the answer.
     input_acks: VecDeque<Option<InputAck>>,
+    /// Why the host's log refuses appends, while it does (its output is held back).
+    storage_error: Option<String>,
     /// Status requests sent to the backend and not yet answered, in order.
     status_acks: VecDeque<oneshot::Sender<Option<Foreground>>>,
     /// Signal requests sent and not yet answered, in order; `Some` when a client waits.
@@ -590,6 +592,7 @@ impl Actor {
             has_typed_input: true,
             replay_until: None,
             input_acks: VecDeque::new(),
+            storage_error: None,
             status_acks: VecDeque::new(),
             signal_acks: VecDeque::new(),
             finished: VecDeque::new(),
@@ -796,11 +799,13 @@ impl Actor {
         if let Ok(on_disk) = state_dir::read_meta(&self.dir) {
             meta.cwd = on_disk.cwd;
         }
-        meta.info(
+        let mut info = meta.info(
             self.last_activity,
             self.tracker.running().map(|c| c.command.clone()),
             self.last_seq,
-        )
+        );
+        info.storage_error.clone_from(&self.storage_error);
+        info
     }
 }
 

@@ -1,0 +1,176 @@
+//! The event log on a disk that fills up: a terminal whose log cannot take its output holds
+//! the output back (nothing lost), says why, and continues by itself once there is space;
+//! the server and the other terminals go on as if nothing happened.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ptyhub_test_support::{data, wait_until};
+use serde_json::{Value, json};
+
+use super::{create, exec, exec_raw, get, start};
+
+/// A small tmpfs mounted on a directory for the length of a test.
+struct Tmpfs {
+    at: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Self {
+        let status = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .status()
+            .unwrap_or_else(|e| panic!("mount: {e}"));
+        assert!(
+            status.success(),
+            "this test mounts a small tmpfs as a full disk and needs root (mount failed: {status})"
+        );
+        Self { at: at.to_owned() }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazily: the terminal's holder may still have its files open.
+        let _ = Command::new("umount").arg("-l").arg(&self.at).status();
+    }
+}
+
+/// Fills the file system holding `path` up to the last `free` bytes with `path`.
+fn fill(path: &Path, free: u64) {
+    let mut file = std::fs::File::create(path).unwrap_or_else(|e| panic!("{e}"));
+    let chunk = vec![b'x'; 64 * 1024];
+    while file.write_all(&chunk).is_ok() {}
+    let len = file.metadata().map(|m| m.len()).unwrap_or_default();
+    file.set_len(len.saturating_sub(free))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|u| u.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn info(client: &ptyhub_client::Client, id: &str) -> Value {
+    data(&get(client, &format!("/v2/pty/sessions/{id}")).await).clone()
+}
+
+/// Every output byte of a terminal's log files, in `seq` order, and its events' types.
+fn logged(dir: &Path) -> (Vec<u8>, Vec<String>) {
+    use base64::Engine as _;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("events") && n.ends_with(".jsonl"))
+    });
+    let mut events: Vec<Value> = files
+        .iter()
+        .flat_map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap_or_default()
+                .lines()
+                .map(|l| {
+                    serde_json::from_str(l).unwrap_or_else(|e| panic!("a whole line: {e}: {l}"))
+                })
+                .collect::<Vec<Value>>()
+        })
+        .collect();
+    events.sort_by_key(|e| e["seq"].as_u64());
+    let mut bytes = Vec::new();
+    let mut types = Vec::new();
+    let mut last = 0;
+    for event in &events {
+        let seq = event["seq"].as_u64().unwrap_or_default();
+        assert_eq!(seq, last + 1, "seq is contiguous");
+        last = seq;
+        types.push(event["type"].as_str().unwrap_or_default().to_owned());
+        if let Some(b64) = event["data_b64"].as_str() {
+            bytes.extend(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .unwrap_or_default(),
+            );
+        }
+    }
+    (bytes, types)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_holds_output_back_loses_nothing_and_resumes_by_itself() {
+    let hub = start();
+    let client = hub.local();
+    // This agent's terminals live on a 4 MiB file system; the others on the usual disk.
+    let agent_dir = hub.state_dir().join(format!("home/{}/agent/full", uid()));
+    std::fs::create_dir_all(&agent_dir).unwrap_or_else(|e| panic!("{e}"));
+    let _tmpfs = Tmpfs::mount(&agent_dir, "4m");
+    let id = create(&client, json!({ "agent": "full", "cwd": "/tmp" })).await;
+    let other = create(&client, json!({ "cwd": "/tmp" })).await;
+    let dir = hub
+        .terminal_dir(&id)
+        .unwrap_or_else(|| panic!("no directory for {id}"));
+    let filler = agent_dir.join("filler");
+    fill(&filler, 256 * 1024);
+
+    // About 2.9 MB of output (3.9 MB of log): far more than the disk has left.
+    let started = exec_raw(
+        &client,
+        &id,
+        json!({ "command": "seq 1 400000; echo done-$((6*7))", "async": true }),
+    )
+    .await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    let stalled = wait_until("the terminal says its log refuses appends", || async {
+        let now = info(&client, &id).await;
+        now["storage_error"].is_string().then_some(now)
+    })
+    .await;
+    assert_eq!(stalled["state"], "running", "{stalled}");
+
+    // The rest of the server goes on.
+    let fine = exec(&client, &other, "echo fine-$((6*7))").await;
+    assert_eq!(fine["output"], "fine-42", "{fine}");
+    let health = get(&client, "/v2/backends").await;
+    assert_eq!(health.status, 200, "{}", health.body);
+
+    // Space again: the log takes the held-back output by itself, and the command ends.
+    std::fs::remove_file(&filler).unwrap_or_else(|e| panic!("{e}"));
+    wait_until(
+        "the command ends and the log takes appends again",
+        || async {
+            let now = info(&client, &id).await;
+            (now["storage_error"].is_null() && now["running_command"].is_null()).then_some(())
+        },
+    )
+    .await;
+    let (bytes, types) = logged(&dir);
+    let text = String::from_utf8_lossy(&bytes);
+    let start = text.find("1\r\n2\r\n3\r\n").unwrap_or_default();
+    let mut expected = 1u32;
+    for line in text[start..].split("\r\n") {
+        if line == "done-42" {
+            break;
+        }
+        assert_eq!(line, expected.to_string(), "every line once, in order");
+        expected += 1;
+    }
+    assert_eq!(expected, 400_001, "every line was logged");
+    assert!(types.iter().all(|t| t != "log.repaired"), "{types:?}");
+    let after = exec(&client, &id, "echo alive").await;
+    assert_eq!(after["output"], "alive", "{after}");
+}
