@@ -162,7 +162,7 @@ impl EventLog {
         };
         let mut base = 0;
         for (_, path) in list_segments(dir)? {
-            let file = File::open(&path)?;
+            let file = open_segment(&path)?;
             let (len, first) = log.scan(&file, base)?;
             if first.is_none() {
                 // Rotation never leaves an empty segment; whatever this is holds no event.
@@ -449,7 +449,34 @@ fn open_active(path: &Path) -> io::Result<File> {
         .append(true)
         .create(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
+        .map_err(|error| not_a_link(path, error))
+}
+
+/// Opens a log file for reading. A log file is never a symbolic link: one that is (planted in
+/// the terminal's directory) is refused, never followed out of the state directory.
+fn open_segment(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|error| not_a_link(path, error))
+}
+
+/// Says what `ELOOP` from an `O_NOFOLLOW` open means.
+fn not_a_link(path: &Path, error: io::Error) -> io::Error {
+    if error.raw_os_error() == Some(libc::ELOOP) {
+        io::Error::new(
+            error.kind(),
+            format!(
+                "{} is a symbolic link; a terminal's log files are never links, so it is not followed",
+                path.display()
+            ),
+        )
+    } else {
+        error
+    }
 }
 
 /// Reads a file by position (`pread`), so any number of readers share one descriptor without

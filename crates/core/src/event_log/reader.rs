@@ -253,7 +253,7 @@ fn locate(dir: &Path, after: Seq) -> io::Result<Option<OpenSegment>> {
 }
 
 fn open_if_exists(path: &Path) -> io::Result<Option<File>> {
-    match File::open(path) {
+    match super::open_segment(path) {
         Ok(file) => Ok(Some(file)),
         Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(error) => Err(error),

@@ -400,3 +400,32 @@ fn a_directory_without_a_log_has_no_events() -> io::Result<()> {
     assert_eq!(newest_seq(dir.path())?, None);
     Ok(())
 }
+
+#[test]
+fn a_log_file_that_is_a_symbolic_link_is_refused_not_followed() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let elsewhere = tempfile::tempdir()?;
+    // Another log outside the terminal's directory, with one event.
+    let mut other = EventLog::open(elsewhere.path(), EVENT_LOG_KEEP_MIN_BYTES)?;
+    other.append(EventKind::Output {
+        data: b"secret".to_vec(),
+    })?;
+    drop(other);
+    let target = elsewhere.path().join("events.jsonl");
+    let before = fs::read(&target)?;
+    std::os::unix::fs::symlink(&target, dir.path().join("events.jsonl"))?;
+    let refused = EventLog::open(dir.path(), EVENT_LOG_KEEP_MIN_BYTES).err();
+    assert!(
+        refused
+            .as_ref()
+            .is_some_and(|e| e.to_string().contains("symbolic link")),
+        "{refused:?}"
+    );
+    assert_eq!(fs::read(&target)?, before, "the target is untouched");
+    // Readers do not follow it either.
+    let mut reader = TerminalLog::in_dir(dir.path()).reader(Seq::ZERO);
+    let mut events = Vec::new();
+    let read = reader.read(1 << 20, &mut events);
+    assert!(read.is_err() && events.is_empty(), "{read:?} {events:?}");
+    Ok(())
+}
