@@ -107,6 +107,39 @@ async fn a_command_reading_stdin_is_answered_through_input() {
     assert_eq!(data(&waited)["exit_code"], 0);
 }
 
+/// A program that ignores ^C is answered at its timeout, before the kill that ends it, and the
+/// next exec waits for that end instead of being refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_ignores_ctrl_c_is_answered_at_its_timeout_and_the_next_exec_waits() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let stubborn = exec_raw(
+        &client,
+        &id,
+        json!({
+            "command": "sh -c \"trap '' INT; echo stubborn; sleep 30; echo never\"",
+            "no_change_timeout": 0.5,
+        }),
+    )
+    .await;
+    let answer = data(&stubborn);
+    assert_eq!(answer["status"], "no_change_timeout", "{}", stubborn.body);
+    assert!(answer["exit_code"].is_null(), "{answer}");
+    let output = answer["output"].as_str().unwrap_or_default();
+    // The answer came before the kill, which follows the ^C by seconds.
+    assert!(
+        output.contains("stubborn") && !output.contains("Killed"),
+        "{answer}"
+    );
+    let next = exec_raw(&client, &id, json!({ "command": "echo next-$((6*7))" })).await;
+    assert_eq!(next.status, 200, "{}", next.body);
+    assert_eq!(data(&next)["output"], "next-42", "{}", next.body);
+    let timeline = get(&client, &format!("/v2/pty/sessions/{id}/commands")).await;
+    let first = &data(&timeline)["commands"][0];
+    assert_eq!(first["status"], "no_change_timeout", "{first}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_press_ctrl_c_and_leave_the_terminal_usable() {
     let hub = start();

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::{create, post, start};
-use ptyhub_test_support::data;
+use ptyhub_test_support::{data, wait_until};
 
 async fn send(client: &ptyhub_client::Client, id: &str, body: Value) -> Value {
     let answer = post(client, &format!("/v2/pty/sessions/{id}/send"), body).await;
@@ -222,11 +222,10 @@ async fn output_between_sends_is_returned_with_the_exit_code() {
     assert_eq!(typed["input"]["written"], 4, "{typed}");
 
     // With on_timeout flush, what is still unread when the deadline passes never runs.
-    send(
-        &client,
-        &id,
-        json!({ "text": "", "deadline": 10, "idle_window": 0.5 }),
-    )
+    wait_until("the shell ran abc and is back at its prompt", || async {
+        let now = send(&client, &id, json!({ "text": "", "deadline": 1 })).await;
+        (now["is_at_prompt"] == true && now["input_queued"] == 0).then_some(())
+    })
     .await;
     send(
         &client,
@@ -243,9 +242,19 @@ async fn output_between_sends_is_returned_with_the_exit_code() {
     assert_eq!(flushed["wait_reason"], "timeout", "{flushed}");
     assert_eq!(flushed["input"]["discarded"], 25, "{flushed}");
     assert_eq!(flushed["input_queued"], 0, "{flushed}");
-    let after = send(&client, &id, json!({ "text": "", "deadline": 10 })).await;
-    assert_eq!(after["wait_reason"], "stdin_read", "{after}");
-    assert!(!output(&after).contains("SHOULD-NOT-42"), "{after}");
+    // Until the shell is back at its prompt (the sleep takes a few idle answers), nothing
+    // that was flushed ever runs.
+    let mut seen = String::new();
+    let deadline = std::time::Instant::now() + ptyhub_test_support::default_timeout();
+    loop {
+        let after = send(&client, &id, json!({ "text": "", "deadline": 10 })).await;
+        seen.push_str(output(&after));
+        if after["wait_reason"] == "stdin_read" && after["is_at_prompt"] == true {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{after}");
+    }
+    assert!(!seen.contains("SHOULD-NOT-42"), "{seen}");
     let typed = post(
         &client,
         &format!("/v2/pty/sessions/{id}/input"),

@@ -32,7 +32,17 @@ pub(super) struct CommandTimers {
     no_change: Option<Duration>,
     interrupted_at: Option<Instant>,
     killed_at: Option<Instant>,
+    /// The callers waiting for the interrupted command were answered (it had not ended
+    /// [`ANSWER_GRACE`] after its ^C); its end is still awaited behind them.
+    is_answered: bool,
 }
+
+/// After a timeout's ^C, how long the command gets to end before the callers
+/// waiting for it are answered anyway (the timeout's status, the output so far): a call with a
+/// 5 s timeout answers within about 5.5 s, while a program that ignores ^C is still killed
+/// [`INTERRUPT_GRACE`] after it, behind the answer. An exec that comes meanwhile waits for
+/// that end instead of being refused.
+const ANSWER_GRACE: Duration = Duration::from_millis(500);
 
 impl Actor {
     /// Submits an exec that waited for a new shell's first prompt, once the line editor is
@@ -94,6 +104,16 @@ impl Actor {
                 self.tracker.phase(),
                 ShellPhase::Running | ShellPhase::Submitted
             );
+        if is_busy && self.pending_exec.is_none() && self.timers.is_answered {
+            // The command before was answered as interrupted and is being ended: this one
+            // runs once the shell is back at its prompt.
+            self.pending_exec = Some(PendingExec {
+                request,
+                reply,
+                since: Instant::now(),
+            });
+            return;
+        }
         if is_busy {
             let _ = reply.send(Err(TerminalError::CommandRunning));
             return;
@@ -175,7 +195,11 @@ impl Actor {
             if let Some(at) = t.killed_at {
                 deadlines.push(at + INTERRUPT_GRACE);
             } else if let Some(at) = t.interrupted_at {
-                deadlines.push(at + INTERRUPT_GRACE);
+                deadlines.push(if t.is_answered || !self.is_timed_out() {
+                    at + INTERRUPT_GRACE
+                } else {
+                    at + ANSWER_GRACE
+                });
             } else {
                 deadlines.extend(t.hard_deadline);
                 deadlines.extend(t.no_change.map(|d| self.last_output_at + d));
@@ -208,6 +232,9 @@ impl Actor {
                 self.notify(&events);
             }
         } else if let Some(interrupted_at) = t.interrupted_at {
+            if !t.is_answered && now >= interrupted_at + ANSWER_GRACE && self.is_timed_out() {
+                self.answer_interrupted();
+            }
             if now >= interrupted_at + INTERRUPT_GRACE {
                 self.timers.killed_at = Some(now);
                 let spare = self.meta.pid;
@@ -226,6 +253,48 @@ impl Actor {
         } else if t.no_change.is_some_and(|d| now >= self.last_output_at + d) {
             self.interrupt(CommandStatus::NoChangeTimeout).await;
         }
+    }
+
+    /// Answers the callers waiting for an interrupted command that has not ended yet: with
+    /// its interruption's status and the output so far.
+    fn answer_interrupted(&mut self) {
+        self.timers.is_answered = true;
+        let Some((id, result)) = self.interrupted_result() else {
+            return;
+        };
+        for (wanted, reply) in std::mem::take(&mut self.waiters) {
+            if wanted == id {
+                let _ = reply.send(result.clone());
+            } else {
+                self.waiters.push((wanted, reply));
+            }
+        }
+    }
+
+    /// Whether the running command was interrupted by one of its timeouts (not a cancel,
+    /// whose callers wait for the end).
+    fn is_timed_out(&self) -> bool {
+        self.tracker.running().is_some_and(|record| {
+            matches!(
+                record.interrupted_as,
+                Some(CommandStatus::HardTimeout | CommandStatus::NoChangeTimeout)
+            )
+        })
+    }
+
+    /// The running command's answer once it was answered as interrupted (see
+    /// [`ANSWER_GRACE`]): its id, and its result as the timeout left it.
+    fn interrupted_result(&self) -> Option<(u64, CommandResult)> {
+        if !self.timers.is_answered {
+            return None;
+        }
+        let record = self.tracker.running()?;
+        let status = record.interrupted_as?;
+        let mut result = self.command_result(Some(record.id));
+        result.status = status;
+        result.output = Some(record.output());
+        result.exit_code = None;
+        Some((record.id, result))
     }
 
     /// Presses ^C for a timeout; the command's final status is `status`.
