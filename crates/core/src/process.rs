@@ -72,6 +72,48 @@ pub fn stat_field(stat: &str, n: usize) -> Option<&str> {
     stat[after_comm + 1..].split_whitespace().nth(n - 3)
 }
 
+/// The processes of `pids` that started at `since` (Unix seconds) or later, to the kernel's
+/// clock tick (10 ms: one started in the same tick just before `since` counts as after).
+pub fn started_since(pids: &[u32], since: f64) -> Vec<u32> {
+    let Some(boot) = boot_time() else {
+        return Vec::new();
+    };
+    // The kernel keeps a start in whole ticks since boot, rounded down.
+    let since_ticks = ((since - boot) * CLOCK_TICKS_PER_SEC).floor();
+    pids.iter()
+        .copied()
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| stat_field(&stat, 22)?.parse::<f64>().ok())
+                .is_some_and(|start| start >= since_ticks)
+        })
+        .collect()
+}
+
+/// Clock ticks per second of `/proc/<pid>/stat`'s times (`USER_HZ`, 100 on Linux).
+const CLOCK_TICKS_PER_SEC: f64 = 100.0;
+
+/// When the machine booted, in Unix seconds: the wall clock less the time since boot (the
+/// clock process start times count from).
+fn boot_time() -> Option<f64> {
+    let read = |clock| {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        #[allow(unsafe_code, reason = "clock_gettime writes the timespec it is given")]
+        // SAFETY: `now` is a valid, writable timespec for the duration of the call.
+        let rc = unsafe { libc::clock_gettime(clock, &raw mut now) };
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "seconds since 1970 fit an f64 to the ns"
+        )]
+        (rc == 0).then(|| now.tv_sec as f64 + now.tv_nsec as f64 / 1e9)
+    };
+    Some(read(libc::CLOCK_REALTIME)? - read(libc::CLOCK_BOOTTIME)?)
+}
+
 /// Every descendant of `root` (not `root` itself), parents before children.
 pub fn descendants(root: u32) -> Vec<u32> {
     descendants_in(&process_table(), root)

@@ -65,6 +65,15 @@ pub enum HolderRequest {
         #[serde(default)]
         spare_pgid: Option<u32>,
     },
+    /// Deliver a signal to every process of the terminal other than its program (the shell)
+    /// that started at `since` or later: what a command started, the background jobs of its
+    /// own included (no answer). An older holder answers `error` and signals nothing.
+    SignalStartedSince {
+        /// The signal's number on the holder's machine.
+        signal: i32,
+        /// Unix seconds: the command's start.
+        since: f64,
+    },
     /// Log a `command.note` event (no answer); the holder fills in a missing `cwd` with the
     /// program's working directory. An older holder answers `error` and logs nothing.
     Note(crate::event::CommandNote),

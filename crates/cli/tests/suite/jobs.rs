@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::{create, exec, get, post, start};
-use ptyhub_test_support::data;
+use ptyhub_test_support::{data, processes_with_arg, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_run_await_and_cancel() {
@@ -97,4 +97,56 @@ async fn jobs_run_await_and_cancel() {
     assert_eq!(missing.body["error"]["code"], "JOB_NOT_FOUND");
     let nothing = post(&client, &format!("/v2/pty/sessions/{id}/stop"), json!({})).await;
     assert_eq!(nothing.body["error"]["code"], "JOB_NOT_FOUND");
+}
+
+/// Cancelling a job ends what it started in the background too, and nothing that ran before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_ends_the_jobs_background_children_too() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let base = format!("/v2/pty/sessions/{id}/jobs");
+    let marker = |name: &str| format!("ptyhub-{name}-{}", std::process::id());
+    let (before, child) = (marker("before"), marker("child"));
+    // A background process of an earlier command, which the cancel must spare.
+    exec(
+        &client,
+        &id,
+        &format!("(exec -a {before} sleep 300) > /dev/null 2>&1 &"),
+    )
+    .await;
+    wait_until("the earlier background process runs", || async {
+        (!processes_with_arg(&before).is_empty()).then_some(())
+    })
+    .await;
+    // Start times are known to the kernel's clock tick (10 ms): the job comes later than that.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let job = post(
+        &client,
+        &base,
+        json!({ "command": format!("(exec -a {child} sleep 300) & sleep 60") }),
+    )
+    .await;
+    let job_id = data(&job)["job_id"].as_str().unwrap_or_default().to_owned();
+    wait_until("the job's background child runs", || async {
+        (!processes_with_arg(&child).is_empty()).then_some(())
+    })
+    .await;
+    post(&client, &format!("{base}/{job_id}/cancel"), json!({})).await;
+    let cancelled = post(
+        &client,
+        &format!("{base}/{job_id}/await"),
+        json!({ "seconds": 20 }),
+    )
+    .await;
+    assert_eq!(data(&cancelled)["state"], "CANCELLED", "{}", cancelled.body);
+    wait_until("the job's background child is gone", || async {
+        processes_with_arg(&child).is_empty().then_some(())
+    })
+    .await;
+    assert!(
+        !processes_with_arg(&before).is_empty(),
+        "what ran before the job is spared"
+    );
+    assert_eq!(exec(&client, &id, "echo alive").await["output"], "alive");
 }

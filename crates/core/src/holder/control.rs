@@ -788,6 +788,12 @@ impl ControlHolder {
                 let message = self.signal_foreground(signal, spare_pgid);
                 self.clients[i].send_message(&message);
             }
+            HolderRequest::SignalStartedSince { signal, since } => {
+                let shell = self.child_pid();
+                let mut pids = self.terminal_processes();
+                pids.retain(|&pid| pid != shell);
+                super::event_loop::signal_started_since(&pids, signal, since);
+            }
             HolderRequest::Status => {
                 self.refresh_cwd();
                 let status = HolderMessage::Status(self.status());

@@ -458,6 +458,11 @@ impl Holder {
                 let message = self.signal_foreground(signal, spare_pgid);
                 self.clients[i].send_message(&message);
             }
+            HolderRequest::SignalStartedSince { signal, since } => {
+                let mut pids = process::descendants(std::process::id());
+                pids.retain(|&pid| pid != self.child);
+                signal_started_since(&pids, signal, since);
+            }
             HolderRequest::Note(note) => {
                 if note.cwd.is_none() {
                     self.refresh_cwd();
@@ -567,6 +572,17 @@ impl Holder {
         }
         clients::announce_storage(&mut self.clients, &mut self.log);
         clients::serve(&mut self.clients, &self.log);
+    }
+}
+
+/// Sends `signal` to the processes of `pids` that started at `since` or later (the
+/// `signal_started_since` request of both holder loops).
+pub(super) fn signal_started_since(pids: &[u32], signal: i32, since: f64) {
+    let Some(signal) = Signal::from_named_raw(signal) else {
+        return;
+    };
+    for pid in process::started_since(pids, since) {
+        process::kill(pid, signal);
     }
 }
 

@@ -32,6 +32,8 @@ pub(super) struct CommandTimers {
     no_change: Option<Duration>,
     interrupted_at: Option<Instant>,
     killed_at: Option<Instant>,
+    /// Unix seconds when the command was typed: every process it starts starts after it.
+    submitted_at: Option<f64>,
     /// The callers waiting for the interrupted command were answered (it had not ended
     /// [`ANSWER_GRACE`] after its ^C); its end is still awaited behind them.
     is_answered: bool,
@@ -172,6 +174,7 @@ impl Actor {
         self.timers = CommandTimers {
             hard_deadline: request.hard_timeout.map(|t| Instant::now() + t),
             no_change: request.no_change_timeout,
+            submitted_at: Some(ptyhub_protocol::event::now_ts()),
             ..CommandTimers::default()
         };
         self.last_output_at = Instant::now();
@@ -247,6 +250,9 @@ impl Actor {
                         self.signal_acks.push_back(None);
                     }
                 }
+                if self.is_cancelled() {
+                    self.signal_what_it_started(ESCALATION_SIGNAL).await;
+                }
             }
         } else if t.hard_deadline.is_some_and(|d| now >= d) {
             self.interrupt(CommandStatus::HardTimeout).await;
@@ -295,6 +301,39 @@ impl Actor {
         result.output = Some(record.output());
         result.exit_code = None;
         Some((record.id, result))
+    }
+
+    /// Whether the running command is being cancelled (a job's cancel).
+    fn is_cancelled(&self) -> bool {
+        self.tracker
+            .running()
+            .is_some_and(|record| record.interrupted_as == Some(CommandStatus::Terminated))
+    }
+
+    /// Cancels the running command: ^C to it, and SIGTERM to every process it started, its
+    /// background jobs included (the shell is spared); what is left gets SIGKILL with the
+    /// foreground group [`INTERRUPT_GRACE`] later.
+    pub(super) async fn cancel_running(&mut self) {
+        self.interrupt(CommandStatus::Terminated).await;
+        self.signal_what_it_started(rustix::process::Signal::TERM)
+            .await;
+    }
+
+    /// Signals every process of the terminal other than the shell that started since the
+    /// running command did.
+    async fn signal_what_it_started(&mut self, signal: rustix::process::Signal) {
+        let Some((entry, _)) = self.tracker.current_entry() else {
+            return;
+        };
+        // A command someone typed has no submission time: its start mark's.
+        let since = self.timers.submitted_at.unwrap_or(entry.started_at);
+        let request = HolderRequest::SignalStartedSince {
+            signal: signal.as_raw(),
+            since,
+        };
+        if let Some(link) = self.link.as_mut() {
+            let _ = link.send(&request).await;
+        }
     }
 
     /// Presses ^C for a timeout; the command's final status is `status`.

@@ -716,7 +716,7 @@ impl Actor {
                 let outcome = match running.filter(|&r| id.is_none_or(|id| id == r)) {
                     Some(running) => {
                         self.cancelled.insert(running);
-                        self.interrupt(CommandStatus::Terminated).await;
+                        self.cancel_running().await;
                         Ok(running)
                     }
                     None => Err(TerminalError::NoRunningJob),
