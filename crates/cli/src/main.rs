@@ -355,21 +355,25 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
     // The fragment is never sent to the server; the page trades it for a login cookie and
     // removes it from the address bar.
     let web = format!("{url}#token={}", fragment_encode(&token));
-    let mut banner = format!(
-        "ptyhub {} serving\n  url:    {url}\n  web:    {web}\n  token:  {token}\n  state:  {}\n  socket: {}\n  terminals found: {rediscovered}\n",
-        env!("CARGO_PKG_VERSION"),
-        state_path.display(),
-        socket_path.display()
-    );
-    if tls.is_none() && !ptyhub_server::tls::is_loopback(server.local_addr) {
+    // Plain HTTP beyond loopback was asked for (`Server::bind` refuses it otherwise): said
+    // first, where nobody misses it.
+    let warning = if tls.is_none() && !ptyhub_server::tls::is_loopback(server.local_addr) {
         let warning = format!(
             "plain HTTP on {}, reachable beyond this machine (--allow-plain-http): the token \
              and every terminal's bytes cross the network in clear",
             server.local_addr
         );
         tracing::warn!("{warning}");
-        banner.push_str(&format!("  WARNING: {warning}\n"));
-    }
+        format!("  WARNING: {warning}\n")
+    } else {
+        String::new()
+    };
+    let banner = format!(
+        "ptyhub {} serving\n{warning}  url:    {url}\n  web:    {web}\n  token:  {token}\n  state:  {}\n  socket: {}\n  terminals found: {rediscovered}\n",
+        env!("CARGO_PKG_VERSION"),
+        state_path.display(),
+        socket_path.display()
+    );
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
