@@ -113,7 +113,6 @@ pub async fn serve<A: Acceptor>(
     // holds a receiver until it has, so `closed` tells when all are done.
     let (stop, stopped) = watch::channel(());
     let mut spare = Spare::open();
-    let mut exhaustion: Option<Exhaustion> = None;
     loop {
         let slot = tokio::select! {
             slot = Arc::clone(&slots).acquire_owned() => match slot {
@@ -129,13 +128,11 @@ pub async fn serve<A: Acceptor>(
         };
         let (io, peer) = match accepted {
             Ok(accepted) => {
-                if let Some(ended) = exhaustion.take() {
-                    ended.log_end();
-                }
+                Exhaustion::accepted();
                 accepted
             }
             Err(error) if is_exhaustion(&error) => {
-                let burst = exhaustion.get_or_insert_with(|| Exhaustion::start(&error));
+                Exhaustion::seen(&error);
                 // The spare's descriptor is the one the waiting connection gets.
                 if spare.release() {
                     let taken = tokio::select! {
@@ -143,7 +140,7 @@ pub async fn serve<A: Acceptor>(
                         () = shutdown.cancelled() => break,
                     };
                     if let Ok(Ok((io, peer))) = taken {
-                        burst.taken += 1;
+                        Exhaustion::answered_with_spare();
                         match (on_exhausted, &tls) {
                             (OnExhausted::Serve, _) => {
                                 spawn_connection(
@@ -344,32 +341,79 @@ mod libc_errno {
     pub const EMFILE: i32 = rustix::io::Errno::MFILE.raw_os_error();
 }
 
-/// One stretch of time without descriptors: logged when it starts and when it ends.
+/// Stretches of time without descriptors, for the log: one line when one starts and one when
+/// it ends, however many accepts fail in between and on whichever listener. Descriptors are
+/// the process's, so this record is too (one for both listeners).
 struct Exhaustion {
+    /// When the stretch started.
     since: std::time::Instant,
-    /// Connections taken with the spare meanwhile.
-    taken: u64,
+    /// When an accept last failed for want of one.
+    last_seen: std::time::Instant,
+    /// Connections answered with a spare descriptor in the current stretch.
+    answered: u64,
 }
 
+/// A stretch ends once accepts have succeeded for this long without another failure (a
+/// descriptor freed for a moment in the middle of a flood does not end it).
+const EXHAUSTION_QUIET: Duration = Duration::from_secs(1);
+
+/// The current stretch (`None`: descriptors are available).
+static EXHAUSTION: std::sync::Mutex<Option<Exhaustion>> = std::sync::Mutex::new(None);
+
 impl Exhaustion {
-    fn start(error: &io::Error) -> Self {
-        tracing::warn!(
-            %error,
-            "out of file descriptors: new connections are refused with 503 (the local socket \
-             and /healthz still answer, open connections go on) until some are free"
-        );
-        Self {
-            since: std::time::Instant::now(),
-            taken: 0,
-        }
+    fn with<T>(f: impl FnOnce(&mut Option<Exhaustion>) -> T) -> T {
+        // A panic while holding the lock leaves a record that is still whole.
+        let mut record = EXHAUSTION
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut record)
     }
 
-    fn log_end(self) {
-        tracing::warn!(
-            after_ms = self.since.elapsed().as_millis(),
-            answered_meanwhile = self.taken,
-            "file descriptors are free again: accepting connections as usual"
-        );
+    /// An accept failed for want of a descriptor.
+    fn seen(error: &io::Error) {
+        Self::with(|record| {
+            let now = std::time::Instant::now();
+            match record {
+                Some(exhaustion) => exhaustion.last_seen = now,
+                None => {
+                    tracing::warn!(
+                        %error,
+                        "out of file descriptors: new TCP connections are answered 503 \
+                         (/healthz still answers, the local socket and open connections go \
+                         on) until some are free"
+                    );
+                    *record = Some(Exhaustion {
+                        since: now,
+                        last_seen: now,
+                        answered: 0,
+                    });
+                }
+            }
+        });
+    }
+
+    fn answered_with_spare() {
+        Self::with(|record| {
+            if let Some(exhaustion) = record {
+                exhaustion.answered += 1;
+            }
+        });
+    }
+
+    /// An accept succeeded: the stretch ends if none failed for [`EXHAUSTION_QUIET`].
+    fn accepted() {
+        Self::with(|record| {
+            if let Some(exhaustion) = record
+                && exhaustion.last_seen.elapsed() >= EXHAUSTION_QUIET
+            {
+                tracing::warn!(
+                    after_ms = exhaustion.since.elapsed().as_millis(),
+                    answered_with_the_spare = exhaustion.answered,
+                    "file descriptors are free again: accepting connections as usual"
+                );
+                *record = None;
+            }
+        });
     }
 }
 
