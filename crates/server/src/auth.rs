@@ -4,10 +4,11 @@
 //! that stands for the principal that signed in, [`crate::login`]); the generated local token,
 //! and every login or ticket made with it, acts for the server's own user with every capability.
 //! A cookie is sent by the browser on its own, so a request that uses one must come from this
-//! server's own pages (`Origin`, checked by `is_same_origin`); requests with a bearer token are not
-//! asked. A request over the local unix socket acts for the peer's uid (`SO_PEERCRED`); the
-//! server's own user (or root) gets every capability. The owner is the only principal that sees
-//! a terminal.
+//! server's own pages (`Origin`, checked by `is_same_origin`: the same scheme, host and port);
+//! requests with a bearer token are not asked, except where [`require_own_origin`] applies
+//! (signing in and out, WebSocket upgrades, `/mcp`). A request over the local unix socket acts
+//! for the peer's uid (`SO_PEERCRED`); the server's own user (or root) gets every capability.
+//! The owner is the only principal that sees a terminal.
 
 use std::net::SocketAddr;
 
@@ -428,9 +429,9 @@ pub enum SignIn<'a> {
     Ticket(&'a str),
 }
 
-/// Refuses a request whose `Origin` is not this server's own ([`origin_is_own`]; programs that
-/// send no `Origin` pass): the check for signing in and out, which carry no login yet, for
-/// WebSocket upgrades and for `/mcp`, whatever their credential.
+/// Refuses a request whose `Origin` is not this server's own (the same scheme, host and
+/// port; programs that send no `Origin` pass): the check for signing in and out, which carry
+/// no login yet, for WebSocket upgrades and for `/mcp`, whatever their credential.
 pub fn require_own_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     match headers.get(header::ORIGIN) {
         Some(origin) if !origin_is_own(state.scheme, origin, headers.get(header::HOST)) => {

@@ -1,6 +1,8 @@
-//! ptyhub's transports: REST over TCP (bearer token or the web page's login cookie) and over
+//! ptyhub's transports: REST over TCP (bearer token or the web page's login cookie; HTTPS with
+//! [`tls`], which an address beyond loopback needs unless plain HTTP is asked for) and over
 //! the local unix socket (peer uid), sharing one router, and the web pages for people
-//! ([`web`]). Handlers are thin; terminals live in `ptyhub-core`.
+//! ([`web`]). Handlers are thin; terminals live in `ptyhub-core`. What the listeners defend
+//! against (Host, Origin, descriptor exhaustion) is docs/security.md.
 //!
 //! Entry type: [`Server`] — [`Server::bind`] then [`Server::run`] with a shutdown token.
 
