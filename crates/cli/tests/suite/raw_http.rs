@@ -126,17 +126,22 @@ pub fn parse(answer: &[u8]) -> Raw {
     }
 }
 
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || rest.len() < size {
-            break;
+fn dechunk(body: &str) -> String {
+    // Chunk sizes count bytes, so the body is cut as bytes.
+    let mut body = body.as_bytes();
+    let mut out = Vec::new();
+    while let Some(line_end) = body.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&body[..line_end])
+            .ok()
+            .and_then(|size| usize::from_str_radix(size.trim(), 16).ok());
+        let rest = &body[line_end + 2..];
+        match size {
+            Some(size) if size > 0 && rest.len() >= size => {
+                out.extend_from_slice(&rest[..size]);
+                body = rest[size..].strip_prefix(b"\r\n").unwrap_or(&rest[size..]);
+            }
+            _ => break,
         }
-        out.push_str(&rest[..size]);
-        body = rest[size..].trim_start_matches("\r\n");
     }
-    out
+    String::from_utf8_lossy(&out).into_owned()
 }
