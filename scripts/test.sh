@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-for program in bash dash zsh setsid tmux less top python3; do
+for program in bash dash zsh setsid tmux less top python3 openssl curl; do
   command -v "$program" >/dev/null || missing+=("$program")
 done
 if [ ${#missing[@]} -gt 0 ]; then

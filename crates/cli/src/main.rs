@@ -133,6 +133,16 @@ struct ServeArgs {
     /// [default: 50]
     #[arg(long, env = "PTYHUB_MCP_WAIT_CAP_SECS")]
     mcp_wait_cap_secs: Option<u64>,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first); needs --tls-key.
+    #[arg(long, env = "PTYHUB_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "PTYHUB_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Serve plain HTTP on an address beyond loopback (refused without it: the token would
+    /// cross the network in clear); for a trusted network or a TLS proxy in front.
+    #[arg(long, env = "PTYHUB_ALLOW_PLAIN_HTTP")]
+    allow_plain_http: bool,
 }
 
 /// Connections the local socket serves at once.
@@ -316,6 +326,10 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
     registry.spawn_idle_reaper();
     let socket_path = socket.unwrap_or_else(|| runtime_dir.join("server.sock"));
     let header_read_timeout = Duration::from_secs(args.header_timeout_secs.unwrap_or(30).max(1));
+    let tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(ptyhub_server::tls::TlsFiles { cert, key }),
+        _ => None,
+    };
     let server = Server::bind(ServerConfig {
         listen,
         token: token.clone(),
@@ -331,15 +345,31 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
             header_read_timeout,
         },
         mcp_wait_cap: mcp_wait_cap(args.mcp_wait_cap_secs),
+        tls: tls.clone(),
+        allow_plain_http: args.allow_plain_http,
     })
     .await
     .with_context(|| format!("cannot listen on {} and {}", listen, socket_path.display()))?;
-    let url = format!("http://{}/", server.local_addr);
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}/", server.local_addr);
     // The fragment is never sent to the server; the page trades it for a login cookie and
     // removes it from the address bar.
     let web = format!("{url}#token={}", fragment_encode(&token));
+    // Plain HTTP beyond loopback was asked for (`Server::bind` refuses it otherwise): said
+    // first, where nobody misses it.
+    let warning = if tls.is_none() && !ptyhub_server::tls::is_loopback(server.local_addr) {
+        let warning = format!(
+            "plain HTTP on {}, reachable beyond this machine (--allow-plain-http): the token \
+             and every terminal's bytes cross the network in clear",
+            server.local_addr
+        );
+        tracing::warn!("{warning}");
+        format!("  WARNING: {warning}\n")
+    } else {
+        String::new()
+    };
     let banner = format!(
-        "ptyhub {} serving\n  url:    {url}\n  web:    {web}\n  token:  {token}\n  state:  {}\n  socket: {}\n  terminals found: {rediscovered}\n",
+        "ptyhub {} serving\n{warning}  url:    {url}\n  web:    {web}\n  token:  {token}\n  state:  {}\n  socket: {}\n  terminals found: {rediscovered}\n",
         env!("CARGO_PKG_VERSION"),
         state_path.display(),
         socket_path.display()

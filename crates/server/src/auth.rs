@@ -4,10 +4,11 @@
 //! that stands for the principal that signed in, [`crate::login`]); the generated local token,
 //! and every login or ticket made with it, acts for the server's own user with every capability.
 //! A cookie is sent by the browser on its own, so a request that uses one must come from this
-//! server's own pages (`Origin`, checked by `is_same_origin`); requests with a bearer token are not
-//! asked. A request over the local unix socket acts for the peer's uid (`SO_PEERCRED`); the
-//! server's own user (or root) gets every capability. The owner is the only principal that sees
-//! a terminal.
+//! server's own pages (`Origin`, checked by `is_same_origin`: the same scheme, host and port);
+//! requests with a bearer token are not asked, except where [`require_own_origin`] applies
+//! (signing in and out, WebSocket upgrades, `/mcp`). A request over the local unix socket acts
+//! for the peer's uid (`SO_PEERCRED`); the server's own user (or root) gets every capability.
+//! The owner is the only principal that sees a terminal.
 
 use std::net::SocketAddr;
 
@@ -336,7 +337,7 @@ fn tcp_credential<'a>(state: &AppState, method: &Method, headers: &'a HeaderMap)
     match cookie(headers, state.logins.cookie_name()) {
         Some(value) => Credential::Login {
             value,
-            is_same_origin: is_same_origin(method, headers),
+            is_same_origin: is_same_origin(state.scheme, method, headers),
         },
         None => Credential::Missing,
     }
@@ -344,11 +345,12 @@ fn tcp_credential<'a>(state: &AppState, method: &Method, headers: &'a HeaderMap)
 
 /// Whether a request comes from this server's own pages as far as the browser tells (the
 /// defence against cross-site request forgery for cookie-authenticated requests): its `Origin`
-/// is this host, or it has no `Origin` and only reads (`GET`/`HEAD`, not a WebSocket upgrade).
-/// Browsers send `Origin` with every WebSocket upgrade and every `POST`, `PUT` and `DELETE`.
-fn is_same_origin(method: &Method, headers: &HeaderMap) -> bool {
+/// is this server's own ([`origin_is_own`]), or it has no `Origin` and only reads (`GET`/`HEAD`,
+/// not a WebSocket upgrade). Browsers send `Origin` with every WebSocket upgrade and every
+/// `POST`, `PUT` and `DELETE`.
+fn is_same_origin(scheme: Scheme, method: &Method, headers: &HeaderMap) -> bool {
     match headers.get(header::ORIGIN) {
-        Some(origin) => origin_is_host(origin, headers.get(header::HOST)),
+        Some(origin) => origin_is_own(scheme, origin, headers.get(header::HOST)),
         None => {
             (method == Method::GET || method == Method::HEAD)
                 && !headers.contains_key(header::UPGRADE)
@@ -356,15 +358,69 @@ fn is_same_origin(method: &Method, headers: &HeaderMap) -> bool {
     }
 }
 
-fn origin_is_host(origin: &HeaderValue, host: Option<&HeaderValue>) -> bool {
+/// How the TCP listener serves: the scheme of its own pages' origin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Http => "http",
+            Self::Https => "https",
+        }
+    }
+
+    /// The port an origin or `Host` of this scheme means when it names none.
+    fn default_port(self) -> u16 {
+        match self {
+            Self::Http => 80,
+            Self::Https => 443,
+        }
+    }
+}
+
+/// A host and port as an `Origin` or `Host` header names them (`name:port`, `[v6]:port`, or
+/// without the port: the scheme's default).
+fn host_and_port(authority: &str, scheme: Scheme) -> Option<(&str, u16)> {
+    if authority.is_empty() || authority.contains(['/', '@', '?', '#', ' ']) {
+        return None;
+    }
+    let (name, port) = match authority.rsplit_once(':') {
+        // A bare IPv6 address has colons but no brackets: it names no port.
+        Some((name, port)) if !name.contains(':') || name.ends_with(']') => {
+            (name, port.parse::<u16>().ok()?)
+        }
+        _ => (authority, scheme.default_port()),
+    };
+    (!name.is_empty()).then_some((name, port))
+}
+
+/// Whether `origin` is this server's own: the same scheme as the listener serves, and the host
+/// and port of the request's `Host` (which [`host_check`] has already found to be this
+/// machine). `https://127.0.0.1:PORT` is not the plain-HTTP server's origin, nor is another
+/// port on the same host.
+fn origin_is_own(scheme: Scheme, origin: &HeaderValue, host: Option<&HeaderValue>) -> bool {
     let (Ok(origin), Some(Ok(host))) = (origin.to_str(), host.map(HeaderValue::to_str)) else {
         return false;
     };
-    ["http://", "https://"].iter().any(|scheme| {
-        origin
-            .strip_prefix(scheme)
-            .is_some_and(|rest| rest.eq_ignore_ascii_case(host))
-    })
+    let Some(authority) = origin
+        .strip_prefix(scheme.as_str())
+        .and_then(|rest| rest.strip_prefix("://"))
+    else {
+        return false;
+    };
+    match (
+        host_and_port(authority, scheme),
+        host_and_port(host, scheme),
+    ) {
+        (Some((origin_name, origin_port)), Some((host_name, host_port))) => {
+            origin_name.eq_ignore_ascii_case(host_name) && origin_port == host_port
+        }
+        _ => false,
+    }
 }
 
 /// How a browser signs in (`POST /auth/session`).
@@ -373,14 +429,17 @@ pub enum SignIn<'a> {
     Ticket(&'a str),
 }
 
-/// Refuses a request whose `Origin` is another site's page (programs that send no `Origin`
-/// pass): the check for signing in and out, which carry no login yet.
-pub fn require_own_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+/// Refuses a request whose `Origin` is not this server's own (the same scheme, host and
+/// port; programs that send no `Origin` pass): the check for signing in and out, which carry
+/// no login yet, for WebSocket upgrades and for `/mcp`, whatever their credential.
+pub fn require_own_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     match headers.get(header::ORIGIN) {
-        Some(origin) if !origin_is_host(origin, headers.get(header::HOST)) => Err(ApiError::new(
-            ErrorCode::PermissionDenied,
-            "accepted only from this server's own pages (Origin)",
-        )),
+        Some(origin) if !origin_is_own(state.scheme, origin, headers.get(header::HOST)) => {
+            Err(ApiError::new(
+                ErrorCode::PermissionDenied,
+                "accepted only from this server's own pages (Origin)",
+            ))
+        }
         _ => Ok(()),
     }
 }
@@ -391,7 +450,7 @@ pub fn sign_in(
     headers: &HeaderMap,
     sign_in: SignIn<'_>,
 ) -> Result<Principal, ApiError> {
-    require_own_origin(headers)?;
+    require_own_origin(state, headers)?;
     resolve(
         state,
         match sign_in {
@@ -401,9 +460,10 @@ pub fn sign_in(
     )
 }
 
-/// Whether a `Host` header names this machine (no DNS rebinding through a foreign name).
-fn is_local_host(headers: &HeaderMap, listen: SocketAddr) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+/// Whether a `Host` header names this machine (no DNS rebinding through a foreign name). An
+/// unspecified address (`0.0.0.0`, `::`) names no machine, even when the server listens on it.
+fn is_local_host(host: Option<&str>, listen: SocketAddr) -> bool {
+    let Some(host) = host else {
         return true; // HTTP/1.0 clients may send none.
     };
     let name = match host.rsplit_once(':') {
@@ -411,12 +471,34 @@ fn is_local_host(headers: &HeaderMap, listen: SocketAddr) -> bool {
         _ => host,
     };
     let name = name.trim_start_matches('[').trim_end_matches(']');
-    matches!(name, "localhost" | "127.0.0.1" | "::1") || name == listen.ip().to_string()
+    if name
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified())
+    {
+        return false;
+    }
+    matches!(name, "localhost" | "127.0.0.1" | "::1")
+        || (!listen.ip().is_unspecified() && name == listen.ip().to_string())
 }
 
-/// Middleware for everything on the TCP listener, pages included: the `Host` check.
+/// Middleware for everything on the TCP listener, pages included: the `Host` check. A request
+/// with more than one `Host` header is malformed (RFC 9112 §3.2): which one a proxy or a check
+/// reads would decide where it goes.
 pub async fn host_check(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if is_local_host(request.headers(), state.listen) {
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return HttpError::from(ApiError::invalid("more than one Host header")).into_response();
+    }
+    let host = match host.map(HeaderValue::to_str) {
+        Some(Ok(host)) => Some(host),
+        Some(Err(_)) => {
+            return HttpError::from(ApiError::invalid("the Host header is not text"))
+                .into_response();
+        }
+        None => None,
+    };
+    if is_local_host(host, state.listen) {
         next.run(request).await
     } else {
         HttpError::from(ApiError::new(
@@ -501,40 +583,85 @@ mod tests {
 
     #[test]
     fn the_origin_must_be_this_host() {
+        let http = Scheme::Http;
         let host = (header::HOST, "127.0.0.1:18091");
         let same = headers(&[host.clone(), (header::ORIGIN, "http://127.0.0.1:18091")]);
-        assert!(is_same_origin(&Method::POST, &same));
+        assert!(is_same_origin(http, &Method::POST, &same));
         let foreign_port = headers(&[host.clone(), (header::ORIGIN, "http://127.0.0.1:8080")]);
-        assert!(!is_same_origin(&Method::POST, &foreign_port));
+        assert!(!is_same_origin(http, &Method::POST, &foreign_port));
         assert!(
-            !is_same_origin(&Method::GET, &foreign_port),
+            !is_same_origin(http, &Method::GET, &foreign_port),
             "a foreign origin never acts"
         );
         let foreign_site = headers(&[host.clone(), (header::ORIGIN, "http://evil.example")]);
-        assert!(!is_same_origin(&Method::GET, &foreign_site));
+        assert!(!is_same_origin(http, &Method::GET, &foreign_site));
         let null = headers(&[host.clone(), (header::ORIGIN, "null")]);
-        assert!(!is_same_origin(&Method::GET, &null));
-        let proxied = headers(&[host.clone(), (header::ORIGIN, "https://127.0.0.1:18091")]);
-        assert!(is_same_origin(&Method::DELETE, &proxied));
+        assert!(!is_same_origin(http, &Method::GET, &null));
+        let other_scheme = headers(&[host.clone(), (header::ORIGIN, "https://127.0.0.1:18091")]);
+        assert!(
+            !is_same_origin(http, &Method::DELETE, &other_scheme),
+            "https is another origin than the plain-HTTP server's"
+        );
+        assert!(is_same_origin(
+            Scheme::Https,
+            &Method::DELETE,
+            &other_scheme
+        ));
+        assert!(!is_same_origin(Scheme::Https, &Method::DELETE, &same));
+    }
+
+    #[test]
+    fn origins_compare_host_and_port_with_the_schemes_default() {
+        let own = |scheme, origin: &str, host: &str| {
+            origin_is_own(
+                scheme,
+                &HeaderValue::from_str(origin).unwrap_or_else(|_| HeaderValue::from_static("")),
+                Some(&HeaderValue::from_str(host).unwrap_or_else(|_| HeaderValue::from_static(""))),
+            )
+        };
+        assert!(own(Scheme::Http, "http://localhost", "localhost:80"));
+        assert!(own(Scheme::Http, "http://LOCALHOST:80", "localhost"));
+        assert!(own(Scheme::Https, "https://localhost", "localhost:443"));
+        assert!(!own(Scheme::Https, "https://localhost", "localhost:80"));
+        assert!(own(Scheme::Http, "http://[::1]:5", "[::1]:5"));
+        assert!(!own(Scheme::Http, "http://[::1]:5", "[::1]:6"));
+        assert!(!own(Scheme::Http, "http://127.0.0.1:5", "localhost:5"));
+        assert!(!own(Scheme::Http, "http://127.0.0.1:5/", "127.0.0.1:5"));
+        assert!(!own(Scheme::Http, "http://a@127.0.0.1:5", "127.0.0.1:5"));
+        assert!(!own(Scheme::Http, "http:127.0.0.1:5", "127.0.0.1:5"));
+        assert!(!own(Scheme::Http, "ws://127.0.0.1:5", "127.0.0.1:5"));
+    }
+
+    #[test]
+    fn unspecified_addresses_name_no_host() {
+        let any: SocketAddr = "0.0.0.0:18091".parse().unwrap_or_else(|e| panic!("{e}"));
+        assert!(!is_local_host(Some("0.0.0.0:18091"), any));
+        assert!(!is_local_host(Some("0.0.0.0"), any));
+        assert!(!is_local_host(Some("[::]:18091"), any));
+        assert!(is_local_host(Some("127.0.0.1:18091"), any));
+        let lan: SocketAddr = "192.168.1.5:1".parse().unwrap_or_else(|e| panic!("{e}"));
+        assert!(is_local_host(Some("192.168.1.5:1"), lan));
+        assert!(!is_local_host(Some("evil.example"), lan));
     }
 
     #[test]
     fn without_an_origin_a_cookie_only_reads() {
+        let http = Scheme::Http;
         let plain = headers(&[(header::HOST, "localhost:1")]);
-        assert!(is_same_origin(&Method::GET, &plain));
-        assert!(is_same_origin(&Method::HEAD, &plain));
-        assert!(!is_same_origin(&Method::POST, &plain));
-        assert!(!is_same_origin(&Method::DELETE, &plain));
+        assert!(is_same_origin(http, &Method::GET, &plain));
+        assert!(is_same_origin(http, &Method::HEAD, &plain));
+        assert!(!is_same_origin(http, &Method::POST, &plain));
+        assert!(!is_same_origin(http, &Method::DELETE, &plain));
         let upgrade = headers(&[
             (header::HOST, "localhost:1"),
             (header::UPGRADE, "websocket"),
         ]);
         assert!(
-            !is_same_origin(&Method::GET, &upgrade),
+            !is_same_origin(http, &Method::GET, &upgrade),
             "every upgrade needs an Origin"
         );
         let no_host = headers(&[(header::ORIGIN, "http://localhost:1")]);
-        assert!(!is_same_origin(&Method::GET, &no_host));
+        assert!(!is_same_origin(http, &Method::GET, &no_host));
     }
 
     fn principal(capabilities: &[Capability]) -> Principal {

@@ -1,6 +1,8 @@
-//! ptyhub's transports: REST over TCP (bearer token or the web page's login cookie) and over
+//! ptyhub's transports: REST over TCP (bearer token or the web page's login cookie; HTTPS with
+//! [`tls`], which an address beyond loopback needs unless plain HTTP is asked for) and over
 //! the local unix socket (peer uid), sharing one router, and the web pages for people
-//! ([`web`]). Handlers are thin; terminals live in `ptyhub-core`.
+//! ([`web`]). Handlers are thin; terminals live in `ptyhub-core`. What the listeners defend
+//! against (Host, Origin, descriptor exhaustion) is docs/security.md.
 //!
 //! Entry type: [`Server`] — [`Server::bind`] then [`Server::run`] with a shutdown token.
 
@@ -10,7 +12,9 @@ pub mod http_error;
 pub mod listener;
 pub mod login;
 pub mod mcp;
+pub mod mcp_http;
 pub mod stream;
+pub mod tls;
 pub mod v1;
 pub mod v2;
 pub mod web;
@@ -29,12 +33,18 @@ use tokio_util::sync::CancellationToken;
 /// Largest request body accepted.
 pub const BODY_MAX_BYTES: usize = 16 * 1024 * 1024;
 
+/// The health route: answered without a credential and without touching a terminal, also
+/// while the server is out of file descriptors ([`listener`]).
+pub const HEALTH_PATH: &str = "/healthz";
+
 /// Shared by every handler.
 #[derive(Clone)]
 pub struct AppState {
     pub registry: Arc<Registry>,
     pub token: Arc<str>,
     pub listen: SocketAddr,
+    /// How the TCP listener serves (`https` with TLS): the scheme of its own pages' origin.
+    pub scheme: auth::Scheme,
     pub logins: Arc<login::Logins>,
     /// Tokens of the configuration file, each for one owner with some capabilities.
     pub grants: Arc<[auth::Grant]>,
@@ -54,6 +64,10 @@ pub struct ServerConfig {
     pub unix_limits: listener::ServeLimits,
     /// The longest wait of one tool call over `/mcp` ([`mcp::WAIT_CAP_DEFAULT`] by default).
     pub mcp_wait_cap: std::time::Duration,
+    /// TLS for the TCP listener (certificate chain and key, PEM).
+    pub tls: Option<tls::TlsFiles>,
+    /// Plain HTTP on an address beyond loopback is meant ([`tls::check_listen`]).
+    pub allow_plain_http: bool,
 }
 
 /// A bound server: both listeners are open, so the addresses can be announced before serving.
@@ -64,12 +78,15 @@ pub struct Server {
     tcp_limits: listener::ServeLimits,
     unix_limits: listener::ServeLimits,
     mcp_wait_cap: std::time::Duration,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     pub local_addr: SocketAddr,
     pub socket_path: PathBuf,
 }
 
 impl Server {
     pub async fn bind(config: ServerConfig) -> std::io::Result<Self> {
+        tls::check_listen(config.listen, config.tls.is_some(), config.allow_plain_http)?;
+        let tls = config.tls.as_ref().map(tls::load).transpose()?;
         let tcp = tokio::net::TcpListener::bind(config.listen).await?;
         let local_addr = tcp.local_addr()?;
         if let Some(parent) = config.socket_path.parent() {
@@ -96,12 +113,18 @@ impl Server {
                 registry: config.registry,
                 token: config.token.into(),
                 listen: local_addr,
+                scheme: if tls.is_some() {
+                    auth::Scheme::Https
+                } else {
+                    auth::Scheme::Http
+                },
                 logins: Arc::new(login::Logins::new(local_addr.port())),
                 grants: config.grants.into(),
             },
             tcp_limits: config.tcp_limits,
             unix_limits: config.unix_limits,
             mcp_wait_cap: config.mcp_wait_cap,
+            tls: tls.map(tokio_rustls::TlsAcceptor::from),
             local_addr,
             socket_path: config.socket_path,
         })
@@ -115,7 +138,12 @@ impl Server {
             .merge(ws::routes())
             .nest_service(
                 "/mcp",
-                mcp::http_service(self.socket_path.clone(), self.mcp_wait_cap),
+                mcp_http::service(
+                    self.state.clone(),
+                    self.socket_path.clone(),
+                    self.mcp_wait_cap,
+                )
+                .with_state(self.state.clone()),
             )
     }
 
@@ -123,6 +151,7 @@ impl Server {
     /// and are served to anyone.
     fn router(&self, data: axum::Router<AppState>) -> axum::Router<AppState> {
         web::routes()
+            .route(HEALTH_PATH, axum::routing::get(health))
             .merge(data)
             .fallback(http_error::no_route)
             .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
@@ -152,23 +181,21 @@ impl Server {
                     )),
             )
             .with_state(self.state.clone());
-        use axum::serve::ListenerExt as _;
-        // Answers are small and latency matters more than packet count.
-        let tcp_listener = self.tcp.tap_io(|stream| {
-            let _ = stream.set_nodelay(true);
-        });
         let tcp = listener::serve(
-            tcp_listener,
+            self.tcp,
             tcp_app,
             self.tcp_limits,
-            |_, addr: &SocketAddr| *addr,
+            self.tls.clone(),
+            listener::OnExhausted::Shed,
             shutdown.clone(),
         );
+        // The local socket is the operator's way in: served even when descriptors run out.
         let unix = listener::serve(
             self.unix,
             unix_app,
             self.unix_limits,
-            |stream, _| auth::UnixPeer::of(stream),
+            None,
+            listener::OnExhausted::Serve,
             shutdown,
         );
         tokio::join!(tcp, unix);
@@ -192,6 +219,14 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         ))
         .build();
     doc
+}
+
+/// `GET /healthz`: the server answers (it holds no data, so it needs no credential).
+async fn health() -> axum::Json<ptyhub_protocol::api::Envelope<serde_json::Value>> {
+    axum::Json(ptyhub_protocol::api::Envelope::ok(
+        "ok",
+        serde_json::json!({ "status": "ok" }),
+    ))
 }
 
 async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {

@@ -569,6 +569,7 @@ impl ServerHandler for PtyhubMcp {
 pub fn http_service(
     socket: std::path::PathBuf,
     wait_cap: Duration,
+    sessions: Arc<rmcp::transport::streamable_http_server::session::local::LocalSessionManager>,
 ) -> rmcp::transport::streamable_http_server::StreamableHttpService<
     PtyhubMcp,
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
@@ -578,7 +579,7 @@ pub fn http_service(
     };
     StreamableHttpService::new(
         move || Ok(PtyhubMcp::new(Client::unix(socket.clone())).with_wait_cap(wait_cap)),
-        std::sync::Arc::default(),
+        sessions,
         StreamableHttpServerConfig::default(),
     )
 }

@@ -607,7 +607,10 @@ async fn terminal_url(
     let ticket = state.logins.issue_ticket(principal.clone());
     ok(
         "Terminal URL",
-        format!("http://{host}/terminal?session_id={id}#ticket={ticket}"),
+        format!(
+            "{}://{host}/terminal?session_id={id}#ticket={ticket}",
+            state.scheme.as_str()
+        ),
     )
 }
 

@@ -182,7 +182,7 @@ async fn sign_out(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
-    auth::require_own_origin(&headers)?;
+    auth::require_own_origin(&state, &headers)?;
     let name = state.logins.cookie_name();
     if let Some(value) = auth::cookie(&headers, name) {
         state.logins.close(value);

@@ -128,13 +128,14 @@ struct Admission {
 /// Checks made before the upgrade, answered as HTTP errors: the request itself is wrong (its
 /// query), or it comes from another site's page, or the principal may not do this.
 fn admit(
+    state: &AppState,
     principal: &Principal,
     headers: &HeaderMap,
     query: &WsQuery,
 ) -> Result<Admission, ApiError> {
     let transport = query.transport()?;
     let options = query.options()?;
-    crate::auth::require_own_origin(headers)?;
+    crate::auth::require_own_origin(state, headers)?;
     require(principal, options.mode)?;
     Ok(Admission {
         transport,
@@ -155,7 +156,7 @@ async fn session_ws(
     if query.session_id.is_some() {
         return Err(ApiError::invalid("session_id belongs in the path here").into());
     }
-    let admission = admit(&principal, &headers, &query)?;
+    let admission = admit(&state, &principal, &headers, &query)?;
     Ok(open(ws, admission, async move {
         let handle = state.registry.get(&principal.owner, &id).await?;
         Ok((handle, Preface::None))
@@ -170,7 +171,7 @@ async fn v1_ws(
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Result<Response, HttpError> {
-    let admission = admit(&principal, &headers, &query)?;
+    let admission = admit(&state, &principal, &headers, &query)?;
     if query.session_id.is_none() {
         // The new terminal runs the default shell: nothing of the client's choosing.
         principal.allow(Operation::Create)?;
@@ -212,7 +213,7 @@ async fn anonymous_ws(
         )
         .into());
     }
-    let admission = admit(&principal, &headers, &query)?;
+    let admission = admit(&state, &principal, &headers, &query)?;
     // The new terminal runs the default shell: nothing of the client's choosing.
     principal.allow(Operation::Create)?;
     Ok(open(ws, admission, async move {
@@ -420,7 +421,13 @@ async fn serve(
                         ))),
                     },
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
-                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+                    Some(Ok(Message::Close(_))) | None => break,
+                    Some(Err(error)) => {
+                        if let Some(close) = protocol_error_close(error) {
+                            let _ = sink.send(close).await;
+                        }
+                        break;
+                    }
                 };
                 if let Some(reply) = reply
                     && sink.send(reply).await.is_err()
@@ -467,12 +474,38 @@ async fn forward(
     }
 }
 
+/// The close that answers a frame the WebSocket protocol itself refuses (docs/websocket.md,
+/// *Close codes*): 1007 for a text frame that is not UTF-8, 1009 for a frame over
+/// [`CLIENT_MESSAGE_MAX_BYTES`], 1002 for any other protocol violation; `None` when the peer
+/// is gone and nothing can be sent.
+fn protocol_error_close(error: axum::Error) -> Option<Message> {
+    use tungstenite::error::{Error, ProtocolError};
+    let error = error.into_inner();
+    let error = error.downcast_ref::<Error>()?;
+    let (code, reason) = match error {
+        Error::Utf8(_) => (1007, "invalid utf-8 in a text frame"),
+        Error::Capacity(_) => (1009, "frame too large"),
+        Error::Protocol(ProtocolError::ResetWithoutClosingHandshake) => return None,
+        Error::Protocol(_) => (1002, "protocol error"),
+        Error::AttackAttempt => (1008, "attack attempt"),
+        _ => return None,
+    };
+    Some(close_message(code, reason))
+}
+
 /// Acts on a text frame; `resize_refusal` answers a `resize` from a principal that may not.
 async fn on_text(
     connection: &Connection,
     body: &str,
     resize_refusal: Option<&ApiError>,
 ) -> Option<Message> {
+    // Every client frame is a JSON object. serde would also read an internally tagged frame
+    // from an array (`["input","ls\r"]`), which no client means as input.
+    if !body.trim_start().starts_with('{') {
+        return Some(error_frame(ApiError::invalid(
+            "a frame is a JSON object, e.g. {\"type\":\"input\",\"data\":…}; nothing was written to the terminal",
+        )));
+    }
     let frame = match serde_json::from_str::<ClientFrame>(body) {
         Ok(frame) => frame,
         Err(_) => {

@@ -779,3 +779,237 @@ async fn live_connections_older_than_the_kept_log_are_told_so() {
         "{frames:?}"
     );
 }
+
+/// A WebSocket spoken by hand, to send what a well-behaved client library never would.
+struct RawSocket {
+    stream: tokio::net::TcpStream,
+    buffered: Vec<u8>,
+}
+
+/// One frame from the server: its opcode and payload.
+struct RawFrame {
+    opcode: u8,
+    payload: Vec<u8>,
+}
+
+impl RawSocket {
+    async fn connect(hub: &Ptyhub, path: &str) -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(&hub.addr)
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}"));
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nConnection: Upgrade\r\n\
+             Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+            hub.addr, hub.token
+        );
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .unwrap_or_else(|e| panic!("write: {e}"));
+        let mut head = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let end = loop {
+            if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                break end + 4;
+            }
+            let read = tokio::time::timeout(default_timeout(), stream.read(&mut chunk))
+                .await
+                .unwrap_or_else(|_| panic!("no upgrade answer"))
+                .unwrap_or_else(|e| panic!("read: {e}"));
+            assert!(read > 0, "closed before the upgrade");
+            head.extend_from_slice(&chunk[..read]);
+        };
+        assert!(
+            head.starts_with(b"HTTP/1.1 101"),
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        Self {
+            stream,
+            buffered: head.split_off(end),
+        }
+    }
+
+    /// Sends one frame: `first` is the first header byte (FIN, RSV bits and opcode); the
+    /// payload is masked (with a zero key) as a client's must be.
+    async fn send(&mut self, first: u8, payload: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        let mut frame = vec![first];
+        match payload.len() {
+            len @ 0..=125 => frame.push(0x80 | u8::try_from(len).unwrap_or(0)),
+            len => {
+                frame.push(0x80 | 127);
+                frame.extend_from_slice(&(len as u64).to_be_bytes());
+            }
+        }
+        frame.extend_from_slice(&[0, 0, 0, 0]);
+        frame.extend_from_slice(payload);
+        self.stream
+            .write_all(&frame)
+            .await
+            .unwrap_or_else(|e| panic!("write: {e}"));
+    }
+
+    /// Sends only the header of a text frame that claims `len` bytes.
+    async fn send_header_claiming(&mut self, len: u64) {
+        use tokio::io::AsyncWriteExt;
+        let mut frame = vec![0x81, 0x80 | 127];
+        frame.extend_from_slice(&len.to_be_bytes());
+        frame.extend_from_slice(&[0, 0, 0, 0]);
+        self.stream
+            .write_all(&frame)
+            .await
+            .unwrap_or_else(|e| panic!("write: {e}"));
+    }
+
+    async fn fill(&mut self, wanted: usize) -> bool {
+        use tokio::io::AsyncReadExt;
+        let mut chunk = [0u8; 16 * 1024];
+        while self.buffered.len() < wanted {
+            let read = tokio::time::timeout(default_timeout(), self.stream.read(&mut chunk))
+                .await
+                .unwrap_or_else(|_| panic!("no frame from the server"));
+            match read {
+                Ok(0) | Err(_) => return false,
+                Ok(read) => self.buffered.extend_from_slice(&chunk[..read]),
+            }
+        }
+        true
+    }
+
+    /// The next frame, or `None` when the server closed the connection without one.
+    async fn next(&mut self) -> Option<RawFrame> {
+        if !self.fill(2).await {
+            return None;
+        }
+        let opcode = self.buffered[0] & 0x0f;
+        let (len, header) = match self.buffered[1] & 0x7f {
+            126 => {
+                if !self.fill(4).await {
+                    return None;
+                }
+                (
+                    usize::from(u16::from_be_bytes([self.buffered[2], self.buffered[3]])),
+                    4,
+                )
+            }
+            127 => {
+                if !self.fill(10).await {
+                    return None;
+                }
+                let mut len = [0u8; 8];
+                len.copy_from_slice(&self.buffered[2..10]);
+                (
+                    usize::try_from(u64::from_be_bytes(len)).unwrap_or(usize::MAX),
+                    10,
+                )
+            }
+            len => (usize::from(len), 2),
+        };
+        if !self.fill(header + len).await {
+            return None;
+        }
+        let frame: Vec<u8> = self.buffered.drain(..header + len).collect();
+        Some(RawFrame {
+            opcode,
+            payload: frame[header..].to_vec(),
+        })
+    }
+
+    /// Reads until the server's close frame: its code, and the text frames before it.
+    async fn close_code(&mut self) -> (Option<u16>, Vec<String>) {
+        let mut texts = Vec::new();
+        while let Some(frame) = self.next().await {
+            match frame.opcode {
+                0x8 => {
+                    let code = (frame.payload.len() >= 2)
+                        .then(|| u16::from_be_bytes([frame.payload[0], frame.payload[1]]));
+                    return (code, texts);
+                }
+                0x1 => texts.push(String::from_utf8_lossy(&frame.payload).into_owned()),
+                _ => {}
+            }
+        }
+        (None, texts)
+    }
+
+    /// Reads text frames until one contains `needle`; every text frame read.
+    async fn texts_until(&mut self, needle: &str) -> Vec<String> {
+        let mut texts = Vec::new();
+        loop {
+            let frame = self
+                .next()
+                .await
+                .unwrap_or_else(|| panic!("closed before {needle:?}: {texts:?}"));
+            if frame.opcode == 0x1 {
+                let text = String::from_utf8_lossy(&frame.payload).into_owned();
+                let found = text.contains(needle);
+                texts.push(text);
+                if found {
+                    return texts;
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_errors_close_with_their_codes_and_only_objects_are_frames() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "id": "raw" })).await;
+    let path = ws_path(&id, "mode=attach");
+
+    // Invalid UTF-8 in a text frame: 1007.
+    let mut socket = RawSocket::connect(&hub, &path).await;
+    socket.texts_until("\"ready\"").await;
+    socket.send(0x81, &[b'{', 0xff, 0xfe, b'}']).await;
+    assert_eq!(socket.close_code().await.0, Some(1007));
+
+    // A reserved bit no extension gave a meaning: a protocol error, 1002.
+    let mut socket = RawSocket::connect(&hub, &path).await;
+    socket.texts_until("\"ready\"").await;
+    socket.send(0xc1, br#"{"type":"ping"}"#).await;
+    assert_eq!(socket.close_code().await.0, Some(1002));
+
+    // A frame over the 1 MiB bound: 1009.
+    let mut socket = RawSocket::connect(&hub, &path).await;
+    socket.texts_until("\"ready\"").await;
+    socket.send_header_claiming(2 * 1024 * 1024).await;
+    assert_eq!(socket.close_code().await.0, Some(1009));
+
+    // A JSON array (or any value but an object) is refused with an error frame and typed
+    // nowhere; the connection goes on.
+    let mut socket = RawSocket::connect(&hub, &path).await;
+    socket.texts_until("\"ready\"").await;
+    for frame in [
+        r#"["input","echo array-typed-$((6*7))\r"]"#,
+        r#""echo string-typed""#,
+        "42",
+    ] {
+        socket.send(0x81, frame.as_bytes()).await;
+        let texts = socket.texts_until("\"error\"").await;
+        let error: Value = serde_json::from_str(texts.last().map_or("", String::as_str))
+            .unwrap_or_else(|e| panic!("{e}: {texts:?}"));
+        assert_eq!(error["code"], "INVALID_INPUT", "{frame}: {error}");
+    }
+    socket
+        .send(
+            0x81,
+            br#"{"type":"input","data":"echo object-typed-$((6*7))\r"}"#,
+        )
+        .await;
+    let texts = socket.texts_until("object-typed-42").await;
+    let log = get(&client, &format!("/v2/pty/sessions/{id}/screen")).await;
+    for seen in texts
+        .iter()
+        .map(String::as_str)
+        .chain([log.body.to_string().as_str()])
+    {
+        assert!(
+            !seen.contains("array-typed") && !seen.contains("string-typed"),
+            "a non-object frame was typed: {seen}"
+        );
+    }
+}
