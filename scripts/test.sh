@@ -39,6 +39,11 @@ if ! python3 -c 'import mcp.client.stdio' 2>/dev/null; then
   python3 -m pip install -q --disable-pip-version-check mcp
 fi
 
+# openapi-spec-validator checks /openapi.json in the tests, as API tools and client generators do.
+if ! python3 -c 'import openapi_spec_validator' 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check openapi-spec-validator==0.9.0
+fi
+
 # Headless Chromium drives the web terminal in the tests, through playwright-core from npm.
 if [ -z "${PTYHUB_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
