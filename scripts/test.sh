@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Every check and test: formatting, lints, unit and integration tests (the real binary with
 # real bash, dash and zsh; tmux drives `attach` and `watch`; headless Chromium drives the web
-# page). Installs the programs and the browser test's npm packages when they are missing.
+# page; asciinema plays an export). Installs the programs and the browser test's npm packages
+# when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-for program in bash dash zsh setsid tmux less top python3; do
+for program in bash dash zsh setsid tmux less top python3 asciinema; do
   command -v "$program" >/dev/null || missing+=("$program")
 done
 if [ ${#missing[@]} -gt 0 ]; then
