@@ -54,6 +54,14 @@ if [ -z "${PTYHUB_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
     echo "no /usr/bin/chromium (and not root): the browser test will be skipped" >&2
   fi
 fi
+# The browser test checks that CJK text is drawn, which needs a font that has it.
+if command -v fc-list >/dev/null && [ -z "$(fc-list :lang=zh 2>/dev/null)" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-wqy-microhei >/dev/null
+  else
+    echo "no CJK font (fonts-wqy-microhei): the browser test's CJK check will fail" >&2
+  fi
+fi
 if [ ! -d crates/cli/tests/web/node_modules ]; then
   if ! command -v npm >/dev/null; then
     echo "the browser test needs Node.js 20+ and npm" >&2
