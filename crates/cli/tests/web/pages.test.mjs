@@ -7,10 +7,15 @@
 //    of `container_info.json` is drawn (lit pixels in the lower part of its cell, none in a
 //    blank cell), box drawing joins (a `│` lights every pixel row of its cell, a `─` every
 //    pixel column), CJK and emoji take two cells each and are drawn in both.
+// 2. Playback with chapters: every command (exec'd and typed) is a chapter with its text, exit
+//    code and duration, and a tick on the seek bar; a 3 s pause plays as 2 s; no mark or
+//    nonce reaches the screen; a chapter jumps there (the screen holds what came before it,
+//    not its output); the search finds output and jumps to it; a closed terminal's chapters
+//    come from its log; the web terminal's "replay this command" opens at its last command.
 
 import {
   BASE, check, rest, exec, signedInBrowser, newPage, closeAll, waitForLine, waitForState,
-  viewportRow, ink,
+  viewportRow, ink, bufferLines,
 } from './support.mjs';
 
 async function checkGlyphs(page, where) {
@@ -64,9 +69,89 @@ async function glyphs(context) {
   await page.close();
 }
 
+async function chapters(context) {
+  const created = await rest('POST', '/v2/pty/sessions', { id: 'chapters', cols: 80, rows: 24 });
+  check(created.status === 201, `create: ${JSON.stringify(created.body)}`);
+  await exec('chapters', 'echo one');
+  await exec('chapters', 'sleep 3; echo two');
+  const failed = await exec('chapters', 'ls /no-such-dir-ptyhub');
+  check(failed.exit_code === 2, `ls fails: ${JSON.stringify(failed)}`);
+  await rest('POST', '/v2/pty/sessions/chapters/input', { input: 'echo typed_$((6 * 7))', press_enter: true });
+  const deadline = Date.now() + 30000;
+  for (;;) {
+    const page = await rest('GET', '/v2/pty/sessions/chapters/commands');
+    const commands = page.body.data.commands;
+    if (commands.length === 4 && commands[3].status === 'completed') break;
+    check(Date.now() < deadline, `the typed command ends: ${JSON.stringify(commands)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  const events = (await rest('GET', '/v2/pty/sessions/chapters/events?limit=1000')).body.data.events;
+  const wall = events[events.length - 1].ts - events[0].ts;
+
+  const page = await newPage(context);
+  const expectChapters = async (where) => {
+    await page.goto(`${BASE}/play?session_id=chapters&speed=0`);
+    await waitForState(page, 'ended');
+    const listed = await page.$$eval('#chapters li', (items) => items.map((item) => ({
+      command: item.querySelector('.jump').textContent,
+      exit: item.dataset.exitCode,
+      duration: item.querySelector('.duration').textContent,
+    })));
+    check(JSON.stringify(listed.map((c) => [c.command, c.exit])) === JSON.stringify([
+      ['echo one', '0'], ['sleep 3; echo two', '0'], ['ls /no-such-dir-ptyhub', '2'], ['echo typed_$((6 * 7))', '0'],
+    ]), `${where}: the chapters: ${JSON.stringify(listed)}`);
+    check(/^3\.\d s$/.test(listed[1].duration), `${where}: the sleep's duration: ${listed[1].duration}`);
+    check((await page.$$('#ticks .tick')).length === 4, `${where}: a tick per command`);
+    check((await page.$$('#ticks .tick[data-failed]')).length === 1, `${where}: the failed command's tick says so`);
+  };
+  await expectChapters('live');
+  const duration = await page.evaluate(() => window.ptyhub.duration);
+  check(duration < wall - 0.8 && duration >= 2, `the 3 s pause plays as 2 s: ${duration} s of ${wall} s`);
+  const shown = (await bufferLines(page)).join('\n');
+  check(!shown.includes('133;') && !shown.includes('k='), 'no mark reaches the screen');
+  check(shown.includes('typed_42') && shown.includes('cannot access'), `the whole history plays: ${shown}`);
+
+  // A chapter jumps to its command: what came before is on the screen, its output is not.
+  await page.click('#chapters li:nth-child(3) .jump');
+  await waitForState(page, 'paused');
+  await page.waitForFunction(() => window.ptyhub.current && window.ptyhub.current.command === 'ls /no-such-dir-ptyhub');
+  const atChapter = (await bufferLines(page)).map((line) => line.trim());
+  check(atChapter.includes('two') && !atChapter.some((line) => line.includes('cannot access')),
+    `at the chapter: ${atChapter.join('\n')}`);
+  check(await page.$eval('#chapters li:nth-child(3)', (item) => item.dataset.current === 'true'), 'the chapter is marked current');
+
+  // The search finds output and jumps to it.
+  await page.fill('#search', 'typed_42');
+  await page.locator('#results li button', { hasText: 'output' }).first().click();
+  await waitForLine(page, 'typed_42', 'the search hit is on the screen');
+  const hitCurrent = await page.evaluate(() => window.ptyhub.current.command);
+  check(hitCurrent === 'echo typed_$((6 * 7))', `the hit is in the typed command: ${hitCurrent}`);
+  await page.fill('#search', 'no-such-dir');
+  await page.locator('#results li', { hasText: 'command: ls /no-such-dir-ptyhub' }).waitFor();
+
+  // Speeds, and playing on from a chapter at the chosen one.
+  const speeds = await page.$$eval('#speed option', (options) => options.map((o) => o.value));
+  check(JSON.stringify(speeds) === JSON.stringify(['0.5', '1', '2', '4', '8', '16', '0']), `speeds: ${speeds}`);
+
+  // The web terminal opens the playback at its current command.
+  await page.goto(`${BASE}/terminal?session_id=chapters&mode=watch`);
+  await waitForState(page, 'connected');
+  await waitForLine(page, 'typed_42', 'the watcher shows the history');
+  await page.click('#replay');
+  await page.waitForURL((url) => url.pathname === '/play' && url.searchParams.get('at_seq') !== null);
+  await page.waitForFunction(() => window.ptyhub.current && window.ptyhub.current.command === 'echo typed_$((6 * 7))');
+
+  // A closed terminal: the chapters come from its log.
+  const closed = await rest('DELETE', '/v2/pty/sessions/chapters');
+  check(closed.status === 200, `close: ${JSON.stringify(closed.body)}`);
+  await expectChapters('closed');
+  await page.close();
+}
+
 async function main() {
   const { context } = await signedInBrowser();
   await glyphs(context);
+  await chapters(context);
 }
 
 try {
