@@ -58,6 +58,7 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/v2/pty/sessions/{id}/stop", post(stop))
         .route("/v2/pty/sessions/{id}/commands", get(commands))
         .route("/v2/pty/sessions/{id}/commands/{n}", get(command))
+        .route("/v2/pty/events", get(terminal_events))
         .route("/v2/version", get(version))
         .route("/v2/backends", get(backends))
 }
@@ -585,11 +586,52 @@ async fn command(
 
 use ptyhub_core::terminal::timeline;
 
+mod dashboard;
+
+/// The owner's terminals as one stream of server-sent events, for the dashboard at `/`:
+/// `page` (a page of terminals with their facts, when it changed) and `preview` (the bottom of
+/// a screen on the page, when its log moved). docs/web.md has the fields.
+#[utoipa::path(get, path = "/v2/pty/events", tag = "v2", operation_id = "v2_terminal_events", params(dashboard::DashboardQuery), responses((status = 200, description = "server-sent events: `page` events carry a DashboardPage, `preview` events a screen's bottom rows", content_type = "text/event-stream", body = dashboard::DashboardPage), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+async fn terminal_events(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    QueryParams(query): QueryParams<dashboard::DashboardQuery>,
+) -> Result<axum::response::Response, HttpError> {
+    principal.allow(Operation::Read)?;
+    Ok(dashboard::events(
+        state.registry.clone(),
+        principal.owner.clone(),
+        query,
+    ))
+}
+
 /// The OpenAPI description of these routes, generated from the handlers above.
 #[derive(utoipa::OpenApi)]
 #[openapi(paths(
-    create, list, status, close, exec, screen, input, wait, resize, events, send, version,
-    backends, signal, snapshot, observe, scrollback, job_start, job_get, job_cancel, job_await,
-    stop, commands, command
+    create,
+    list,
+    status,
+    close,
+    exec,
+    screen,
+    input,
+    wait,
+    resize,
+    events,
+    send,
+    version,
+    backends,
+    signal,
+    snapshot,
+    observe,
+    scrollback,
+    job_start,
+    job_get,
+    job_cancel,
+    job_await,
+    stop,
+    commands,
+    command,
+    terminal_events
 ))]
 pub struct V2Doc;

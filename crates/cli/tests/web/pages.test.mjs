@@ -12,6 +12,9 @@
 //    nonce reaches the screen; a chapter jumps there (the screen holds what came before it,
 //    not its output); the search finds output and jumps to it; a closed terminal's chapters
 //    come from its log; the web terminal's "replay this command" opens at its last command.
+// 3. The dashboard at `/`: grouped by owner / agent / session, the backend, a failed last
+//    command, then live through one stream: a running command and for how long, a password
+//    prompt, idle, a preview that follows the screen; filters waiting, running and failed.
 
 import {
   BASE, check, rest, exec, signedInBrowser, newPage, closeAll, waitForLine, waitForState,
@@ -148,10 +151,61 @@ async function chapters(context) {
   await page.close();
 }
 
+async function dashboard(context) {
+  for (const [id, agent] of [['dash-run', 'builder'], ['dash-pw', 'builder'], ['dash-fail', 'tester']]) {
+    const created = await rest('POST', '/v2/pty/sessions', { id, agent, cols: 80, rows: 24 });
+    check(created.status === 201, `create ${id}: ${JSON.stringify(created.body)}`);
+  }
+  await exec('dash-fail', 'ls /no-such-dir-ptyhub');
+  await exec('dash-pw', 'echo ready');
+  const page = await newPage(context);
+  const streams = [];
+  page.on('request', (request) => { if (request.url().includes('/v2/pty/events')) streams.push(request.url()); });
+  await page.goto(`${BASE}/`);
+  await page.locator('tr[data-session-id="dash-fail"] td.last[data-exit-code="2"]').waitFor();
+  const groups = await page.$$eval('tr.group th', (ths) => ths.map((th) => th.textContent));
+  check(groups.some((g) => g.endsWith('/ builder / default')) && groups.some((g) => g.endsWith('/ tester / default')),
+    `grouped by owner / agent / session: ${groups}`);
+  check(await page.$eval('tr[data-session-id="dash-run"] td.backend', (td) => td.textContent) === 'native', 'the backend shows');
+
+  // Live, without a reload: a running command and for how long, a password prompt.
+  await rest('POST', '/v2/pty/sessions/dash-run/input', { input: 'sleep 30', press_enter: true });
+  await rest('POST', '/v2/pty/sessions/dash-pw/input', { input: "read -s -p 'Password: ' secret", press_enter: true });
+  await page.locator('tr[data-session-id="dash-run"] td.now[data-kind="running"]', { hasText: /running for \d+ s/ }).waitFor();
+  await page.locator('tr[data-session-id="dash-pw"] td.now[data-kind="password"]').waitFor();
+  await page.locator('tr[data-session-id="dash-pw"] td.preview pre', { hasText: 'Password:' }).waitFor();
+  check(await page.$eval('tr[data-session-id="dash-fail"] td.now', (td) => td.dataset.kind) === 'idle', 'an idle terminal says so');
+  await exec('dash-fail', 'echo LIVE""_MARK; ls /no-such-dir-ptyhub');
+  await page.locator('tr[data-session-id="dash-fail"] td.preview pre', { hasText: 'LIVE_MARK' }).waitFor();
+
+  // Filters.
+  const shownIds = () => page.$$eval('tbody tr[data-session-id]', (trs) => trs.map((tr) => tr.dataset.sessionId));
+  await page.click('#filters button[data-filter="waiting"]');
+  await page.waitForFunction(() => window.ptyhub.page && window.ptyhub.page.filter === 'waiting');
+  check(JSON.stringify(await shownIds()) === '["dash-pw"]', `waiting: ${await shownIds()}`);
+  await page.click('#filters button[data-filter="running"]');
+  await page.waitForFunction(() => window.ptyhub.page && window.ptyhub.page.filter === 'running');
+  const running = await shownIds();
+  check(running.includes('dash-run') && running.includes('dash-pw') && !running.includes('dash-fail'), `running: ${running}`);
+  await page.click('#filters button[data-filter="failed"]');
+  await page.waitForFunction(() => window.ptyhub.page && window.ptyhub.page.filter === 'failed');
+  await page.waitForFunction(() => document.querySelectorAll('tbody tr[data-session-id]').length === 1)
+    .catch(async () => { throw new Error(`FAILED: failed: ${await shownIds()}`); });
+  check(JSON.stringify(await shownIds()) === '["dash-fail"]', `failed: ${await shownIds()}`);
+  const counts = await page.evaluate(() => window.ptyhub.page.counts);
+  check(counts.waiting === 1 && counts.failed === 1 && counts.running === 2, `counts: ${JSON.stringify(counts)}`);
+  // One stream at a time for the whole page (a new one only for a new filter).
+  check(streams.length === 4, `one stream per query, not per terminal: ${streams.join(' ')}`);
+  await rest('POST', '/v2/pty/sessions/dash-run/signal', { signal: 'INT' });
+  await rest('POST', '/v2/pty/sessions/dash-pw/signal', { signal: 'INT' });
+  await page.close();
+}
+
 async function main() {
   const { context } = await signedInBrowser();
   await glyphs(context);
   await chapters(context);
+  await dashboard(context);
 }
 
 try {
