@@ -43,6 +43,7 @@ const PREVIEW_COLS: usize = 100;
 const TIMELINE_PAGE: usize = 1000;
 
 #[derive(Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DashboardQuery {
     /// `all` (default), `running`, `waiting` or `failed`.
