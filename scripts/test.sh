@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Every check and test: formatting, lints, unit and integration tests (the real binary with
 # real bash, dash and zsh; tmux drives `attach` and `watch`; headless Chromium drives the web
-# page). Installs the programs and the browser test's npm packages when they are missing.
+# page; asciinema plays an export). Installs the programs and the browser test's npm packages
+# when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-for program in bash dash zsh setsid tmux less top python3 openssl curl; do
+for program in bash dash zsh setsid tmux less top python3 openssl curl asciinema; do
   command -v "$program" >/dev/null || missing+=("$program")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -39,6 +40,11 @@ if ! python3 -c 'import mcp.client.stdio' 2>/dev/null; then
   python3 -m pip install -q --disable-pip-version-check mcp
 fi
 
+# openapi-spec-validator checks /openapi.json in the tests, as API tools and client generators do.
+if ! python3 -c 'import openapi_spec_validator' 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check openapi-spec-validator==0.9.0
+fi
+
 # Headless Chromium drives the web terminal in the tests, through playwright-core from npm.
 if [ -z "${PTYHUB_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -46,6 +52,14 @@ if [ -z "${PTYHUB_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   else
     echo "no /usr/bin/chromium (and not root): the browser test will be skipped" >&2
+  fi
+fi
+# The browser test checks that CJK text is drawn, which needs a font that has it.
+if command -v fc-list >/dev/null && [ -z "$(fc-list :lang=zh 2>/dev/null)" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-wqy-microhei >/dev/null
+  else
+    echo "no CJK font (fonts-wqy-microhei): the browser test's CJK check will fail" >&2
   fi
 fi
 if [ ! -d crates/cli/tests/web/node_modules ]; then

@@ -89,10 +89,12 @@ pub enum TerminalCommand {
         json: bool,
     },
     /// Write the terminal's whole recorded history: `asciicast` (asciinema v2, plays back with
-    /// timing), `raw` (the output bytes) or `jsonl` (the event log's lines).
+    /// timing, a marker at each command), `asciicast-v3` (asciinema 3's format), `raw` (the
+    /// output bytes) or `jsonl` (the event log's lines). The shell integration's private marks
+    /// (and the terminal's nonce they carry) are left out of every format.
     Export {
         terminal: String,
-        #[arg(long, default_value = "asciicast", value_parser = ["asciicast", "raw", "jsonl"])]
+        #[arg(long, default_value = "asciicast", value_parser = crate::export::FORMATS)]
         format: String,
         /// Write here instead of stdout.
         #[arg(long, short)]

@@ -10,6 +10,8 @@
 //    `CURSOR_EXPIRED`), reset and restore.
 // 5. `exit` ends the connection for good; the connection state, `error` and `lagged` show in a
 //    small status line.
+// 6. "replay this command" opens the playback at the command running (or last run) at the
+//    last event shown (`/play?…&at_seq=<last seq>`).
 'use strict';
 
 (() => {
@@ -212,6 +214,13 @@
     }
     return true;
   }
+
+  const replay = document.getElementById('replay');
+  replay.addEventListener('click', () => {
+    const params = new URLSearchParams({ session_id: id });
+    if (lastSeq !== null) params.set('at_seq', String(lastSeq));
+    replay.href = `/play?${params}`;
+  });
 
   function fitToWindow() {
     if (!isWatcher) fit.fit();

@@ -58,6 +58,7 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/v2/pty/sessions/{id}/stop", post(stop))
         .route("/v2/pty/sessions/{id}/commands", get(commands))
         .route("/v2/pty/sessions/{id}/commands/{n}", get(command))
+        .route("/v2/pty/events", get(terminal_events))
         .route("/v2/version", get(version))
         .route("/v2/backends", get(backends))
 }
@@ -66,7 +67,7 @@ fn ok<T>(message: &str, data: T) -> Answer<T> {
     Ok(Json(Envelope::ok(message, data)))
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions", tag = "v2", operation_id = "v2_create", request_body = CreateSessionParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions", tag = "v2", operation_id = "v2_create", request_body = CreateSessionParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -121,7 +122,7 @@ struct ListResponse {
     sessions: Vec<TerminalInfo>,
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions", tag = "v2", operation_id = "v2_list", responses((status = 200, description = "inside the {success, message, data} envelope", body = ListResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions", tag = "v2", operation_id = "v2_list", responses((status = 200, description = "inside the {success, message, data} envelope", body = ListResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -135,7 +136,7 @@ async fn list(
     ok("Sessions listed", ListResponse { sessions })
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}", tag = "v2", operation_id = "v2_status", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = TerminalInfo), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}", tag = "v2", operation_id = "v2_status", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = TerminalInfo), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn status(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -146,7 +147,7 @@ async fn status(
     ok("Session found", handle.info().await?)
 }
 
-#[utoipa::path(delete, path = "/v2/pty/sessions/{id}", tag = "v2", operation_id = "v2_close", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(delete, path = "/v2/pty/sessions/{id}", tag = "v2", operation_id = "v2_close", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn close(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -158,7 +159,7 @@ async fn close(
         .map_err(HttpError::from)
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/exec", tag = "v2", operation_id = "v2_exec", params(("id" = String, Path, description = "the terminal id")), request_body = ExecParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/exec", tag = "v2", operation_id = "v2_exec", params(("id" = String, Path, description = "the terminal id")), request_body = ExecParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn exec(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -183,7 +184,7 @@ async fn exec(
     Ok(Json(Envelope::ok("Command executed", result)).into_response())
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/screen", tag = "v2", operation_id = "v2_screen", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ScreenResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/screen", tag = "v2", operation_id = "v2_screen", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ScreenResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn screen(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -194,7 +195,7 @@ async fn screen(
     ok("Screen read", handle.screen().await?)
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/input", tag = "v2", operation_id = "v2_input", params(("id" = String, Path, description = "the terminal id")), request_body = InputParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/input", tag = "v2", operation_id = "v2_input", params(("id" = String, Path, description = "the terminal id")), request_body = InputParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn input(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -222,7 +223,7 @@ async fn input(
     )
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/wait", tag = "v2", operation_id = "v2_wait", params(("id" = String, Path, description = "the terminal id")), request_body = WaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = CommandResult), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/wait", tag = "v2", operation_id = "v2_wait", params(("id" = String, Path, description = "the terminal id")), request_body = WaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = CommandResult), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn wait(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -240,7 +241,7 @@ async fn wait(
     )
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/resize", tag = "v2", operation_id = "v2_resize", params(("id" = String, Path, description = "the terminal id")), request_body = ResizeParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = TermSize), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/resize", tag = "v2", operation_id = "v2_resize", params(("id" = String, Path, description = "the terminal id")), request_body = ResizeParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = TermSize), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn resize(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -263,7 +264,7 @@ struct EventsQuery {
     limit: Option<usize>,
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/events", tag = "v2", operation_id = "v2_events", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = EventsResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/events", tag = "v2", operation_id = "v2_events", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = EventsResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn events(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -285,7 +286,7 @@ const SEND_DEADLINE_MAX: Duration = Duration::from_secs(600);
 /// Default idle window of `send`.
 const SEND_IDLE_DEFAULT: Duration = Duration::from_secs(2);
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/send", tag = "v2", operation_id = "v2_send", params(("id" = String, Path, description = "the terminal id")), request_body = SendParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = SendResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/send", tag = "v2", operation_id = "v2_send", params(("id" = String, Path, description = "the terminal id")), request_body = SendParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = SendResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn send(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -320,7 +321,7 @@ async fn send(
     )
 }
 
-#[utoipa::path(get, path = "/v2/version", tag = "v2", operation_id = "v2_version", responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/version", tag = "v2", operation_id = "v2_version", responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn version() -> Json<Envelope<serde_json::Value>> {
     Json(Envelope::ok(
         "Version",
@@ -328,7 +329,7 @@ async fn version() -> Json<Envelope<serde_json::Value>> {
     ))
 }
 
-#[utoipa::path(get, path = "/v2/backends", tag = "v2", operation_id = "v2_backends", responses((status = 200, description = "inside the {success, message, data} envelope", body = BackendsResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/backends", tag = "v2", operation_id = "v2_backends", responses((status = 200, description = "inside the {success, message, data} envelope", body = BackendsResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn backends(State(state): State<AppState>) -> Json<Envelope<BackendsResponse>> {
     let backends = state.registry.backends();
     let shell = ptyhub_core::shell::default_shell();
@@ -371,7 +372,7 @@ async fn backends(State(state): State<AppState>) -> Json<Envelope<BackendsRespon
     ))
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/signal", tag = "v2", operation_id = "v2_signal", params(("id" = String, Path, description = "the terminal id")), request_body = SignalParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = SignalResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/signal", tag = "v2", operation_id = "v2_signal", params(("id" = String, Path, description = "the terminal id")), request_body = SignalParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = SignalResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn signal(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -386,7 +387,7 @@ async fn signal(
     )
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/snapshot", tag = "v2", operation_id = "v2_snapshot", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::Snapshot), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/snapshot", tag = "v2", operation_id = "v2_snapshot", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::Snapshot), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn snapshot(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -405,7 +406,7 @@ struct ObserveQuery {
     cursor: Option<String>,
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/observe", tag = "v2", operation_id = "v2_observe", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::ObserveResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/observe", tag = "v2", operation_id = "v2_observe", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::ObserveResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn observe(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -430,7 +431,7 @@ struct ScrollbackQuery {
     lines: Option<usize>,
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/scrollback", tag = "v2", operation_id = "v2_scrollback", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::ScrollbackResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/scrollback", tag = "v2", operation_id = "v2_scrollback", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::ScrollbackResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn scrollback(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -451,7 +452,7 @@ async fn scrollback(
 use ptyhub_core::terminal::jobs;
 use ptyhub_protocol::api::{AwaitParams, JobParams, JobResponse};
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs", tag = "v2", operation_id = "v2_job_start", params(("id" = String, Path, description = "the terminal id")), request_body = JobParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs", tag = "v2", operation_id = "v2_job_start", params(("id" = String, Path, description = "the terminal id")), request_body = JobParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn job_start(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -467,7 +468,7 @@ async fn job_start(
     )
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/jobs/{job}", tag = "v2", operation_id = "v2_job_get", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/jobs/{job}", tag = "v2", operation_id = "v2_job_get", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn job_get(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -478,7 +479,7 @@ async fn job_get(
     ok("Job", jobs::get(&handle, &job).await?)
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs/{job}/cancel", tag = "v2", operation_id = "v2_job_cancel", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs/{job}/cancel", tag = "v2", operation_id = "v2_job_cancel", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn job_cancel(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -489,7 +490,7 @@ async fn job_cancel(
     ok("Job cancelling", jobs::cancel(&handle, &job).await?)
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs/{job}/await", tag = "v2", operation_id = "v2_job_await", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), request_body = AwaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs/{job}/await", tag = "v2", operation_id = "v2_job_await", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), request_body = AwaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn job_await(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -505,7 +506,7 @@ async fn job_await(
 }
 
 /// Stops the running job; the terminal lives on.
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/stop", tag = "v2", operation_id = "v2_stop", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/stop", tag = "v2", operation_id = "v2_stop", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn stop(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -530,7 +531,7 @@ struct CommandsQuery {
 }
 
 /// The terminal's command timeline, oldest first after `after`.
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/commands", tag = "v2", operation_id = "v2_commands", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::CommandsResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/commands", tag = "v2", operation_id = "v2_commands", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::CommandsResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn commands(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -559,7 +560,7 @@ struct WindowQuery {
 }
 
 /// One command of the timeline with a window of its output, read from the log.
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/commands/{n}", tag = "v2", operation_id = "v2_command", params(("id" = String, Path, description = "the terminal id"), ("n" = u64, Path, description = "the command's id in the timeline")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::CommandOutputResponse), (status = "4XX", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/commands/{n}", tag = "v2", operation_id = "v2_command", params(("id" = String, Path, description = "the terminal id"), ("n" = u64, Path, description = "the command's id in the timeline")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::CommandOutputResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn command(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -585,11 +586,52 @@ async fn command(
 
 use ptyhub_core::terminal::timeline;
 
+mod dashboard;
+
+/// The owner's terminals as one stream of server-sent events, for the dashboard at `/`:
+/// `page` (a page of terminals with their facts, when it changed) and `preview` (the bottom of
+/// a screen on the page, when its log moved). docs/web.md has the fields.
+#[utoipa::path(get, path = "/v2/pty/events", tag = "v2", operation_id = "v2_terminal_events", params(dashboard::DashboardQuery), responses((status = 200, description = "server-sent events: `page` events carry a DashboardPage, `preview` events a screen's bottom rows", content_type = "text/event-stream", body = dashboard::DashboardPage), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+async fn terminal_events(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    QueryParams(query): QueryParams<dashboard::DashboardQuery>,
+) -> Result<axum::response::Response, HttpError> {
+    principal.allow(Operation::Read)?;
+    Ok(dashboard::events(
+        state.registry.clone(),
+        principal.owner.clone(),
+        query,
+    ))
+}
+
 /// The OpenAPI description of these routes, generated from the handlers above.
 #[derive(utoipa::OpenApi)]
 #[openapi(paths(
-    create, list, status, close, exec, screen, input, wait, resize, events, send, version,
-    backends, signal, snapshot, observe, scrollback, job_start, job_get, job_cancel, job_await,
-    stop, commands, command
+    create,
+    list,
+    status,
+    close,
+    exec,
+    screen,
+    input,
+    wait,
+    resize,
+    events,
+    send,
+    version,
+    backends,
+    signal,
+    snapshot,
+    observe,
+    scrollback,
+    job_start,
+    job_get,
+    job_cancel,
+    job_await,
+    stop,
+    commands,
+    command,
+    terminal_events
 ))]
 pub struct V2Doc;

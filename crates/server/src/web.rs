@@ -202,7 +202,7 @@ mod tests {
     #[test]
     fn every_file_a_page_names_is_embedded() {
         let mut checked = 0;
-        for page in ["index.html", "terminal.html"] {
+        for page in ["index.html", "terminal.html", "play.html"] {
             let file = Assets::get(page).unwrap_or_else(|| panic!("{page} is not embedded"));
             let text = String::from_utf8_lossy(&file.data).into_owned();
             for reference in text

@@ -522,3 +522,17 @@ async fn a_get_with_only_the_login_cookie_creates_nothing() {
     .await;
     assert_eq!(from_the_page.status, 200, "{}", from_the_page.body);
 }
+
+/// Regression: every `4XX` answer lacked the `description` OpenAPI requires, so
+/// `openapi-spec-validator` (and the client generators and API tools built on it) refused the
+/// document.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_json_validates_as_openapi_3_1() {
+    let hub = start();
+    let env = [
+        ("PTYHUB_URL", format!("http://{}", hub.addr)),
+        ("PTYHUB_TOKEN", hub.token.clone()),
+    ];
+    let hint = "install it with: pip install openapi-spec-validator==0.9.0";
+    super::run_python("web/openapi_validate.py", &env, hint).await;
+}
