@@ -374,6 +374,9 @@ pub async fn submit(
 ) -> Result<Submitted, TerminalError> {
     let handle = registry.get(owner, id).await?;
     let terminal_default = registry.no_change_timeout(owner, id).await;
+    // The actor types at the prompt; a line editor that never says when it reads is looked
+    // at first (typed too early, the terminal's line discipline would take the command).
+    handle.wait_for_editor().await?;
     let command_id = handle.exec(options.request(terminal_default)).await?;
     Ok(Submitted {
         handle,

@@ -66,6 +66,8 @@ const REPLAY_STEP_BYTES: usize = 1024 * 1024;
 const FIRST_PROMPT_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a first exec waits for the line editor's bracketed paste once the prompt is there.
 const PASTE_WAIT: Duration = Duration::from_secs(2);
+/// Longest wait for a line editor that never says when it reads to be seen reading.
+const SILENT_EDITOR_WAIT: Duration = Duration::from_secs(2);
 /// After ^C, a command gets this long before its process group is killed.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
 /// How long a close waits for the holder to record the exit.
@@ -142,6 +144,13 @@ pub struct ShellState {
     pub is_command_running: bool,
     /// The running or last command, by id.
     pub last_command: Option<CommandBrief>,
+    /// The shell is at its prompt and its line editor never says when it reads (bash or zsh
+    /// without bracketed paste): only the host's facts tell, through
+    /// [`TerminalHandle::silent_editor_reads`]. Typed before the editor reads, input is taken
+    /// by the terminal's line discipline (echoed, and cut into lines) instead.
+    pub is_editor_silent: bool,
+    /// A new shell has not shown its first prompt yet.
+    pub is_starting: bool,
 }
 
 /// A command's id and how it ended.
@@ -473,6 +482,41 @@ impl TerminalHandle {
         self.ask(Request::Shell).await
     }
 
+    /// Whether the shell itself is blocked reading the terminal, as its host sees it: its line
+    /// editor reads (see [`ShellState::is_editor_silent`]).
+    pub async fn silent_editor_reads(&self) -> Result<bool, TerminalError> {
+        Ok(self
+            .foreground()
+            .await?
+            .is_some_and(|facts| facts.is_shell && facts.is_reading))
+    }
+
+    /// Waits until input can be typed at the prompt: through a new shell's start (at most
+    /// [`FIRST_PROMPT_TIMEOUT`]), then, for a shell whose line editor never says when it reads,
+    /// until it is seen reading (at most [`SILENT_EDITOR_WAIT`]; see
+    /// [`ShellState::is_editor_silent`]). At once when a command runs or the terminal ended:
+    /// what then is for the caller to find out.
+    pub async fn wait_for_editor(&self) -> Result<(), TerminalError> {
+        let started = Instant::now();
+        let mut silent_since = None;
+        loop {
+            let state = self.shell_state().await?;
+            let now = Instant::now();
+            if state.is_starting && now < started + FIRST_PROMPT_TIMEOUT {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+            if !state.is_editor_silent {
+                return Ok(());
+            }
+            let since = *silent_since.get_or_insert(now);
+            if now >= since + SILENT_EDITOR_WAIT || self.silent_editor_reads().await? {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// The rendered screen (without the command's output a [`Self::screen`] answer carries).
     pub async fn view(&self) -> Result<crate::screen::ScreenView, TerminalError> {
         self.ask(Request::View).await
@@ -790,6 +834,12 @@ impl Actor {
                 status: c.status,
                 exit_code: c.exit_code,
             }),
+            is_starting: phase == ShellPhase::Starting && !self.is_exited && self.link.is_some(),
+            is_editor_silent: phase == ShellPhase::Idle
+                && self.kind != ShellKind::Sh
+                && !self.tracker.has_bracketed_paste()
+                && !self.is_exited
+                && self.is_caught_up(),
         }
     }
 

@@ -229,7 +229,9 @@ async fn wait_until_ready(
             at_prompt_since = None;
         }
         let editor_late = at_prompt_since.is_some_and(|since| now - since >= EDITOR_WAIT);
-        if state.is_ready || editor_late || now >= limit {
+        let is_silent_editor_reading =
+            state.is_editor_silent && handle.silent_editor_reads().await?;
+        if state.is_ready || is_silent_editor_reading || editor_late || now >= limit {
             return Ok(state.last_command);
         }
         tokio::select! {
