@@ -40,9 +40,13 @@ pub enum TerminalError {
     /// No command runs that could be cancelled.
     #[error("no such running job (it may have ended)")]
     NoRunningJob,
-    /// A new shell never showed its first prompt.
-    #[error("the shell did not show a prompt in time")]
-    FirstPromptTimeout,
+    /// A new shell has not shown its first prompt (its startup files still run); `screen` is
+    /// what its screen ends with, which often says why.
+    #[error(
+        "the shell has not shown its first prompt yet (its startup files still run){}",
+        screen_tail(screen)
+    )]
+    FirstPromptTimeout { screen: String },
     /// A cursor or `since_seq` that is not one of this terminal's positions.
     #[error("{detail}")]
     InvalidCursor { detail: String },
@@ -89,7 +93,7 @@ impl TerminalError {
             | Self::InputRefused { .. } => ErrorCode::Busy,
             Self::JobNotFound { .. } | Self::NoRunningJob => ErrorCode::JobNotFound,
             Self::CommandNotFound { .. } => ErrorCode::CommandNotFound,
-            Self::FirstPromptTimeout => ErrorCode::Timeout,
+            Self::FirstPromptTimeout { .. } => ErrorCode::Timeout,
             Self::InvalidCursor { .. } => ErrorCode::InvalidCursor,
             Self::CursorExpired { .. } => ErrorCode::CursorExpired,
             Self::TooManyAttachments { .. } | Self::TooManyTerminals { .. } => {
@@ -131,6 +135,15 @@ impl From<TerminalError> for ApiError {
             TerminalError::Wire(error) => error,
             other => ApiError::new(other.code(), other.to_string()),
         }
+    }
+}
+
+/// ": its screen ends with …" for an error's message, or nothing for a blank screen.
+fn screen_tail(screen: &str) -> String {
+    if screen.trim().is_empty() {
+        String::new()
+    } else {
+        format!("; its screen ends with: {screen}")
     }
 }
 

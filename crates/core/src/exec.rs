@@ -261,6 +261,13 @@ impl ExecOptions {
         }
     }
 
+    /// How long the submission waits for a new shell's first prompt: the caller's `timeout`
+    /// when it waits with one, else the start's own limit (an `async` exec too: it is typed
+    /// once the shell can take it).
+    pub fn start_wait_limit(&self) -> Option<Duration> {
+        if self.is_async { None } else { self.timeout }
+    }
+
     /// Shapes a result for the caller: the command as sent, the output cut to the window
     /// asked for (with where it lies), else truncated ([`truncate_output`]) unless `truncate`
     /// was false, and the console history only when asked (`include_console`).
@@ -376,7 +383,7 @@ pub async fn submit(
     let terminal_default = registry.no_change_timeout(owner, id).await;
     // The actor types at the prompt; a line editor that never says when it reads is looked
     // at first (typed too early, the terminal's line discipline would take the command).
-    handle.wait_for_editor().await?;
+    handle.wait_for_editor(options.start_wait_limit()).await?;
     let command_id = handle.exec(options.request(terminal_default)).await?;
     Ok(Submitted {
         handle,

@@ -80,6 +80,22 @@ pub struct ScreenView {
     pub is_alternate_screen: bool,
 }
 
+impl ScreenView {
+    /// Its last `n` rows that are not blank, joined with " / " (what a message quotes of it).
+    pub fn tail(&self, n: usize) -> String {
+        let mut rows: Vec<&str> = self
+            .lines
+            .iter()
+            .map(|line| line.trim())
+            .filter(|line| !line.is_empty())
+            .rev()
+            .take(n)
+            .collect();
+        rows.reverse();
+        rows.join(" / ")
+    }
+}
+
 pub struct Screen {
     vt: avt::Terminal,
     decoder: Utf8Decoder,

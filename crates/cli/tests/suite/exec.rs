@@ -526,3 +526,52 @@ async fn new_terminals_get_the_agent_environment() {
         "[cat] [less -FRX] [unset]"
     );
 }
+
+/// A shell whose startup hangs (an rc file waiting on a lock): exec answers within its timeout
+/// with an error that says the shell has not started and quotes its screen; send types nothing
+/// and says why; neither waits for the client to give up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_whose_start_hangs_is_reported_not_waited_for() {
+    let hub = start();
+    let client = hub.http();
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    std::fs::write(
+        home.path().join(".bashrc"),
+        "echo waiting for the lock on the cache; sleep 300\n",
+    )
+    .unwrap_or_else(|e| panic!("bashrc: {e}"));
+    let home_dir = home.path().to_string_lossy().into_owned();
+    let id = create(
+        &client,
+        json!({ "cwd": "/tmp", "env": { "HOME": home_dir } }),
+    )
+    .await;
+    let answer = exec_raw(&client, &id, json!({ "command": "echo hi", "timeout": 1 })).await;
+    assert_eq!(answer.status, 408, "{}", answer.body);
+    assert_eq!(answer.body["error"]["code"], "TIMEOUT", "{}", answer.body);
+    let message = answer.body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("first prompt") && message.contains("waiting for the lock"),
+        "{message}"
+    );
+    let sent = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/send"),
+        json!({ "text": "echo typed", "submit": true, "deadline": 1 }),
+    )
+    .await;
+    let sent = data(&sent);
+    assert!(sent["input"].is_null(), "nothing typed: {sent}");
+    assert!(
+        sent["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("first prompt")),
+        "{sent}"
+    );
+    assert!(
+        sent["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("waiting for the lock")),
+        "{sent}"
+    );
+}

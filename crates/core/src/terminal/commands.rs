@@ -46,6 +46,9 @@ pub(super) struct CommandTimers {
 /// that end instead of being refused.
 const ANSWER_GRACE: Duration = Duration::from_millis(500);
 
+/// Rows of the screen an error about a shell that has not started quotes.
+pub(super) const SCREEN_TAIL_ROWS: usize = 3;
+
 impl Actor {
     /// Submits an exec that waited for a new shell's first prompt, once the line editor is
     /// ready for it (bracketed paste on), or at `force` (a shell without it).
@@ -222,7 +225,10 @@ impl Actor {
             .pending_exec
             .take_if(|p| now >= p.since + FIRST_PROMPT_TIMEOUT)
         {
-            let _ = pending.reply.send(Err(TerminalError::FirstPromptTimeout));
+            let screen = self.screen.view().tail(SCREEN_TAIL_ROWS);
+            let _ = pending
+                .reply
+                .send(Err(TerminalError::FirstPromptTimeout { screen }));
         }
         if self.tracker.running().is_none() {
             return;

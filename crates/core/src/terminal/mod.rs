@@ -492,17 +492,25 @@ impl TerminalHandle {
     }
 
     /// Waits until input can be typed at the prompt: through a new shell's start (at most
-    /// [`FIRST_PROMPT_TIMEOUT`]), then, for a shell whose line editor never says when it reads,
+    /// `limit`), then, for a shell whose line editor never says when it reads,
     /// until it is seen reading (at most [`SILENT_EDITOR_WAIT`]; see
     /// [`ShellState::is_editor_silent`]). At once when a command runs or the terminal ended:
     /// what then is for the caller to find out.
-    pub async fn wait_for_editor(&self) -> Result<(), TerminalError> {
+    ///
+    /// A shell still starting after `limit` (or [`FIRST_PROMPT_TIMEOUT`]) is
+    /// [`TerminalError::FirstPromptTimeout`], with what its screen shows.
+    pub async fn wait_for_editor(&self, limit: Option<Duration>) -> Result<(), TerminalError> {
         let started = Instant::now();
+        let limit = limit.map_or(FIRST_PROMPT_TIMEOUT, |l| l.min(FIRST_PROMPT_TIMEOUT));
         let mut silent_since = None;
         loop {
             let state = self.shell_state().await?;
             let now = Instant::now();
-            if state.is_starting && now < started + FIRST_PROMPT_TIMEOUT {
+            if state.is_starting {
+                if now >= started + limit {
+                    let screen = self.view().await?.tail(commands::SCREEN_TAIL_ROWS);
+                    return Err(TerminalError::FirstPromptTimeout { screen });
+                }
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }

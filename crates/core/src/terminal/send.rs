@@ -65,18 +65,21 @@ pub async fn send(
     let started = Instant::now();
     let deadline = started + request.deadline;
     let mut seq = handle.seq();
-    let now_command = wait_until_ready(handle, &mut seq, deadline).await?;
+    let (now_command, is_starting) = wait_until_ready(handle, &mut seq, deadline).await?;
     let start_seq = *seq.borrow_and_update();
     let mark = handle
         .read_mark(&request.caller)
         .filter(|mark| mark.seq <= start_seq);
-    let output_from = mark.map_or(start_seq, |m| m.seq);
+    // A shell still starting has printed nothing anyone was given: all of it is news.
+    let first_unseen = if is_starting { Seq::ZERO } else { start_seq };
+    let output_from = mark.map_or(first_unseen, |m| m.seq);
     // A command that ended since the caller's last answer is news to it.
     let before = match mark {
         Some(mark) if mark.command.is_some() => mark.command,
         _ => now_command,
     };
-    let mut input = if request.text.is_empty() {
+    // A shell whose startup files still run gets nothing typed: they would read it.
+    let mut input = if request.text.is_empty() || is_starting {
         None
     } else {
         Some(handle.input(request.text).await?)
@@ -185,7 +188,11 @@ pub async fn send(
         is_full_screen,
         input_mode: foreground.as_ref().map(Foreground::input_mode),
         is_echo: foreground.as_ref().map(|f| f.is_echo),
-        hint: foreground.as_ref().and_then(Foreground::leave_hint),
+        hint: if is_starting {
+            Some(STARTING_HINT.to_owned())
+        } else {
+            foreground.as_ref().and_then(Foreground::leave_hint)
+        },
         foreground_program: foreground.and_then(|f| f.program),
         is_at_prompt,
         command_id: ended.map(|c| c.id),
@@ -210,13 +217,17 @@ fn is_new(before: Option<CommandBrief>, after: CommandBrief) -> bool {
     before.is_none_or(|b| b.id != after.id || b.status.is_running())
 }
 
+/// The hint of a send to a shell that has not shown its first prompt.
+const STARTING_HINT: &str = "the shell has not shown its first prompt: its startup files are still running (the output shows what they printed), and nothing was typed";
+
 /// Waits (at most until `deadline`) until input typed now reaches its reader as typed;
-/// returns the running or last command as it was then.
+/// returns the running or last command as it was then, and whether the shell is still
+/// starting (its first prompt not shown).
 async fn wait_until_ready(
     handle: &TerminalHandle,
     seq: &mut tokio::sync::watch::Receiver<Seq>,
     deadline: Instant,
-) -> Result<Option<CommandBrief>, TerminalError> {
+) -> Result<(Option<CommandBrief>, bool), TerminalError> {
     let started = Instant::now();
     let limit = deadline.min(started + READY_WAIT);
     let mut at_prompt_since = None;
@@ -232,7 +243,7 @@ async fn wait_until_ready(
         let is_silent_editor_reading =
             state.is_editor_silent && handle.silent_editor_reads().await?;
         if state.is_ready || is_silent_editor_reading || editor_late || now >= limit {
-            return Ok(state.last_command);
+            return Ok((state.last_command, state.is_starting));
         }
         tokio::select! {
             _ = seq.changed() => {}
