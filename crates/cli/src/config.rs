@@ -17,6 +17,7 @@
 //! token = "a-long-random-secret"     # 16 characters at least
 //! owner = "ci-bot"                   # whose terminals it sees and creates
 //! capabilities = ["terminal.create", "terminal.read", "terminal.write"]  # default: all
+//! user = "ci-bot"                    # the OS account its terminals run as (server as root)
 //! ```
 
 use std::net::SocketAddr;
@@ -66,6 +67,9 @@ pub struct TokenEntry {
     token: String,
     owner: String,
     capabilities: Option<Vec<String>>,
+    /// The OS account this owner's terminals run as (the server must run as root); absent:
+    /// the server's own.
+    user: Option<String>,
 }
 
 /// Reads `explicit`, or `<state dir>/config.toml` when it exists; nothing is an empty config.
@@ -141,6 +145,43 @@ impl FileConfig {
         Ok(grants)
     }
 
+    /// The account each owner's terminals run as, from the tokens that name one: the account
+    /// must exist, the server must be root to switch to it, and every token of one owner
+    /// names the same account (or none).
+    pub fn os_users(
+        &self,
+    ) -> anyhow::Result<std::collections::BTreeMap<String, ptyhub_core::os_user::OsUser>> {
+        let mut users: std::collections::BTreeMap<String, ptyhub_core::os_user::OsUser> =
+            std::collections::BTreeMap::new();
+        for (i, entry) in self.tokens.iter().enumerate() {
+            let which = format!("tokens[{i}] (owner {:?})", entry.owner);
+            let named = self
+                .tokens
+                .iter()
+                .filter(|other| other.owner == entry.owner)
+                .map(|other| other.user.as_deref())
+                .collect::<std::collections::BTreeSet<_>>();
+            if named.len() > 1 {
+                bail!("{which}: every token of one owner must name the same user (or none)");
+            }
+            let Some(name) = &entry.user else {
+                continue;
+            };
+            if !ptyhub_core::os_user::can_switch_users() {
+                bail!(
+                    "{which}: its terminals run as user {name:?}, which needs the server to run as root"
+                );
+            }
+            let user = ptyhub_core::os_user::OsUser::lookup(name)
+                .map_err(|e| anyhow::anyhow!("{which}: user {name:?}: {e}"))?;
+            if user.uid == 0 {
+                bail!("{which}: user {name:?} is root; name an account of its own");
+            }
+            users.insert(entry.owner.clone(), user);
+        }
+        Ok(users)
+    }
+
     /// `backend`, checked like the flag.
     pub fn backend(&self) -> anyhow::Result<Option<ptyhub_core::backend::DefaultBackend>> {
         self.backend
@@ -166,6 +207,34 @@ impl FileConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accounts_of_owners_are_checked() {
+        let config = |users: [&str; 2]| -> FileConfig {
+            let text = format!(
+                "[[tokens]]\ntoken = \"first-token-0123456789\"\nowner = \"bot\"\n{}\n\
+                 [[tokens]]\ntoken = \"second-token-0123456789\"\nowner = \"bot\"\n{}\n",
+                users[0], users[1]
+            );
+            toml::from_str(&text).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let missing = config([
+            r#"user = "ptyhub-no-such-user""#,
+            r#"user = "ptyhub-no-such-user""#,
+        ]);
+        assert!(missing.os_users().is_err());
+        let disagree = config([r#"user = "nobody""#, ""]);
+        let error = disagree
+            .os_users()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("same user"), "{error}");
+        let root = config([r#"user = "root""#, r#"user = "root""#]);
+        assert!(root.os_users().is_err());
+        let none = config(["", ""]);
+        assert!(none.os_users().is_ok_and(|users| users.is_empty()));
+    }
 
     #[test]
     fn tokens_are_checked() {

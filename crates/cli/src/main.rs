@@ -297,6 +297,7 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
         None => paths::load_or_create_token(&state_path)?,
     };
     let grants = file.grants(&token)?;
+    let os_users = file.os_users()?;
     let default_backend = match args.backend {
         Some(backend) => backend,
         None => file.backend()?.unwrap_or_default(),
@@ -320,6 +321,7 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
             event_log_keep,
         },
         agent_env: ptyhub_core::creation::agent_env_with(&file.agent_env),
+        os_users,
     })
     .with_context(|| format!("cannot create runtime dir {}", runtime_dir.display()))?;
     let rediscovered = registry.discover().await;

@@ -16,6 +16,7 @@ use crate::registry::RegistryConfig;
 use crate::secret::random_token;
 use crate::shell;
 use crate::state_dir::{self, TerminalMeta, TerminalState};
+use ptyhub_protocol::api::BackendKind;
 
 /// What a client asks for when it creates a terminal.
 #[derive(Clone, Debug, Default)]
@@ -40,6 +41,9 @@ pub(crate) struct Plan {
     pub(crate) session: Name,
     pub(crate) anonymous: bool,
     cwd: String,
+    /// The client named the working directory (else a shell of another account starts in
+    /// its home).
+    is_cwd_given: bool,
     program: String,
     size: TermSize,
     env: BTreeMap<String, String>,
@@ -74,6 +78,7 @@ impl Plan {
             agent,
             session,
             anonymous: spec.anonymous,
+            is_cwd_given: spec.cwd.is_some(),
             cwd,
             program,
             size,
@@ -98,7 +103,18 @@ impl Plan {
             session,
             created_at,
         } = placement;
-        let (id, cwd, size) = (&self.id, &self.cwd, self.size);
+        let user = config.os_users.get(owner);
+        if user.is_some() && backend.kind() != BackendKind::Native {
+            return Err(TerminalError::invalid(format!(
+                "the terminals of owner {owner:?} run as an account of their own, which only the native backend does yet"
+            )));
+        }
+        let (id, size) = (&self.id, self.size);
+        let cwd = match user {
+            Some(user) if !self.is_cwd_given => user.home.to_string_lossy().into_owned(),
+            _ => self.cwd.clone(),
+        };
+        let cwd = &cwd;
         state_dir::create_private_dir(&dir).map_err(|e| {
             TerminalError::internal(format!("cannot create {}: {e}", dir.display()))
         })?;
@@ -106,8 +122,11 @@ impl Plan {
         let nonce = random_token(24);
         // Not derived from the nonce: every program of the terminal can read its environment.
         let process_mark = random_token(24);
-        let launch = shell::prepare(&self.program, &nonce, &config.runtime_dir)
-            .map_err(|e| TerminalError::internal(format!("cannot write shell integration: {e}")))?;
+        let launch = match user {
+            None => shell::prepare(&self.program, &nonce, &config.runtime_dir),
+            Some(user) => prepare_for(user, &self.program, &nonce),
+        }
+        .map_err(|e| TerminalError::internal(format!("cannot write shell integration: {e}")))?;
         let socket = config.runtime_dir.join(format!("h-{}.sock", &nonce[..16]));
         let mut command = vec![launch.program.clone()];
         command.extend(launch.args.iter().cloned());
@@ -144,12 +163,20 @@ impl Plan {
             socket,
             program: launch.program.clone(),
             args: launch.args.clone(),
-            env: shell_env(id, &process_mark, &config.agent_env, &self.env, &launch.env),
+            env: shell_env(
+                id,
+                &process_mark,
+                &config.agent_env,
+                &self.env,
+                &launch.env,
+                user,
+            ),
             cwd: PathBuf::from(&cwd),
             cols: size.cols,
             rows: size.rows,
             event_log_keep: config.limits.event_log_keep,
             tmux: None,
+            user: user.cloned(),
         };
         if let Err(error) = backend.launch(&holder_spec).await {
             for file in &launch.files {
@@ -166,6 +193,36 @@ impl Plan {
         state_dir::read_meta(&dir)
             .map_err(|e| TerminalError::internal(format!("cannot read meta.json: {e}")))
     }
+}
+
+/// The shell integration of a terminal that runs as `user`: in a directory of its own under
+/// the system's temporary directory (a fresh name, so nobody can have made it first), which
+/// `user` owns and may read, and the integration removes once read. The server's runtime dir
+/// stays closed to every other account.
+fn prepare_for(
+    user: &crate::os_user::OsUser,
+    program: &str,
+    nonce: &str,
+) -> std::io::Result<shell::ShellLaunch> {
+    use std::os::unix::fs::DirBuilderExt;
+    let scratch = std::env::temp_dir().join(format!("ptyhub-{}", random_token(16)));
+    std::fs::DirBuilder::new().mode(0o700).create(&scratch)?;
+    let launch = shell::prepare_in(program, nonce, &scratch, true).and_then(|mut launch| {
+        let owner = (
+            Some(rustix::fs::Uid::from_raw(user.uid)),
+            Some(rustix::fs::Gid::from_raw(user.gid)),
+        );
+        for entry in std::fs::read_dir(&scratch)? {
+            rustix::fs::chown(entry?.path(), owner.0, owner.1)?;
+        }
+        rustix::fs::chown(&scratch, owner.0, owner.1)?;
+        launch.files = vec![scratch.clone()];
+        Ok(launch)
+    });
+    if launch.is_err() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    launch
 }
 
 fn resolve_cwd(cwd: Option<&str>) -> Result<String, TerminalError> {
@@ -232,10 +289,19 @@ fn shell_env(
     agent: &BTreeMap<String, String>,
     extra: &BTreeMap<String, String>,
     integration: &[(String, String)],
+    user: Option<&crate::os_user::OsUser>,
 ) -> Vec<(String, String)> {
     let mut env: BTreeMap<String, String> = std::env::vars()
         .filter(|(k, _)| !k.starts_with("PTYHUB_") && k != "ZDOTDIR" && k != "ENV")
+        // Another account gets none of the server's own environment but where programs are
+        // and its locale: the server's secrets and its runtime dir are not its business.
+        .filter(|(k, _)| {
+            user.is_none() || k == "PATH" || k == "LANG" || k.starts_with("LC_") || k == "TZ"
+        })
         .collect();
+    if let Some(user) = user {
+        env.extend(user.env());
+    }
     env.insert("TERM".to_owned(), "xterm-256color".to_owned());
     env.insert("COLORTERM".to_owned(), "truecolor".to_owned());
     env.entry("LANG".to_owned())

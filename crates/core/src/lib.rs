@@ -45,6 +45,7 @@ pub mod exec;
 pub mod hints;
 pub mod holder;
 pub mod memory;
+pub mod os_user;
 pub mod output_window;
 pub mod plain_text;
 pub mod process;

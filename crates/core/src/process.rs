@@ -193,7 +193,9 @@ pub fn marked_processes(mark: &str) -> Vec<u32> {
     let own_session = processes.iter().find(|p| p.pid == me).map(|p| p.sid);
     let table: Vec<Member> = processes
         .into_iter()
-        .filter(|p| p.pid != me && p.uid == euid && !p.is_zombie)
+        // Root's terminals may run as other accounts (docs/security.md): their processes are
+        // root's to find too; anyone else finds only its own.
+        .filter(|p| p.pid != me && (p.uid == euid || euid == 0) && !p.is_zombie)
         .map(|p| {
             // A process whose environment cannot be read is judged by its session and parent.
             let environ = fs::read(format!("/proc/{}/environ", p.pid)).unwrap_or_default();

@@ -41,6 +41,9 @@ pub struct RegistryConfig {
     /// Variables every new terminal's shell gets before the client's own
     /// ([`crate::creation::agent_env`] by default).
     pub agent_env: std::collections::BTreeMap<String, String>,
+    /// The account each owner's terminals run as, for owners that have one of their own
+    /// (docs/security.md); the others run as the server's.
+    pub os_users: std::collections::BTreeMap<String, crate::os_user::OsUser>,
 }
 
 /// How many terminals may live, for how long unused, and how much history each keeps

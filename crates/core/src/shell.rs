@@ -138,6 +138,17 @@ pub struct ShellLaunch {
 /// Writes the integration files for a shell into `scratch` (a private directory) and returns
 /// how to start it. `nonce` must be letters and digits only.
 pub fn prepare(program: &str, nonce: &str, scratch: &Path) -> io::Result<ShellLaunch> {
+    prepare_in(program, nonce, scratch, false)
+}
+
+/// [`prepare`] in a directory of the terminal's own (`owns_scratch`: a shell that runs as
+/// another account gets one it may read), which the integration removes whole once read.
+pub fn prepare_in(
+    program: &str,
+    nonce: &str,
+    scratch: &Path,
+    owns_scratch: bool,
+) -> io::Result<ShellLaunch> {
     let kind = ShellKind::of(program);
     let mut launch = ShellLaunch {
         kind,
@@ -149,12 +160,25 @@ pub fn prepare(program: &str, nonce: &str, scratch: &Path) -> io::Result<ShellLa
     match kind {
         ShellKind::Bash => {
             let rc = scratch.join(format!("bashrc-{nonce}"));
-            crate::state_dir::write_atomic(scratch, &file_name(&rc), bash_rc(nonce).as_bytes())?;
+            let removal = if owns_scratch {
+                r#"builtin command rm -rf -- "${BASH_SOURCE[0]%/*}" 2>/dev/null"#
+            } else {
+                r#"builtin command rm -f -- "${BASH_SOURCE[0]}" 2>/dev/null"#
+            };
+            crate::state_dir::write_atomic(
+                scratch,
+                &file_name(&rc),
+                bash_rc(nonce, removal).as_bytes(),
+            )?;
             launch.args = vec!["--rcfile".to_owned(), path_string(&rc)?, "-i".to_owned()];
             launch.files.push(rc);
         }
         ShellKind::Zsh => {
-            let dir = scratch.join(format!("zdotdir-{nonce}"));
+            let dir = if owns_scratch {
+                scratch.to_path_buf()
+            } else {
+                scratch.join(format!("zdotdir-{nonce}"))
+            };
             crate::state_dir::create_private_dir(&dir)?;
             crate::state_dir::write_atomic(&dir, ".zshrc", zsh_rc(nonce).as_bytes())?;
             launch.args = vec!["-i".to_owned()];
@@ -163,7 +187,16 @@ pub fn prepare(program: &str, nonce: &str, scratch: &Path) -> io::Result<ShellLa
         }
         ShellKind::Sh => {
             let rc = scratch.join(format!("shrc-{nonce}"));
-            crate::state_dir::write_atomic(scratch, &file_name(&rc), sh_rc(nonce).as_bytes())?;
+            let removal = if owns_scratch {
+                r#"command rm -rf -- "${ENV%/*}" 2>/dev/null"#
+            } else {
+                r#"command rm -f -- "$ENV" 2>/dev/null"#
+            };
+            crate::state_dir::write_atomic(
+                scratch,
+                &file_name(&rc),
+                sh_rc(nonce, removal).as_bytes(),
+            )?;
             launch.args = vec!["-i".to_owned()];
             launch.env.push(("ENV".to_owned(), path_string(&rc)?));
             launch.files.push(rc);
@@ -185,10 +218,10 @@ fn path_string(path: &Path) -> io::Result<String> {
         .ok_or_else(|| io::Error::other("runtime path is not UTF-8"))
 }
 
-fn bash_rc(nonce: &str) -> String {
+fn bash_rc(nonce: &str, removal: &str) -> String {
     format!(
         r#"# ptyhub shell integration (removes itself once read)
-builtin command rm -f -- "${{BASH_SOURCE[0]}}" 2>/dev/null
+{removal}
 [ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
 [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
 __ptyhub_k='{nonce}'
@@ -249,10 +282,10 @@ if [[ -o zle ]] && (( ${{#zle_bracketed_paste}} )); then builtin printf '\e[?200
     )
 }
 
-fn sh_rc(nonce: &str) -> String {
+fn sh_rc(nonce: &str, removal: &str) -> String {
     format!(
         r#"# ptyhub shell integration (removes itself once read)
-command rm -f -- "$ENV" 2>/dev/null
+{removal}
 unset ENV
 __ptyhub_k='{nonce}'
 __ptyhub_c() {{ printf '\033]133;C;k=%s\007' "$__ptyhub_k"; }}

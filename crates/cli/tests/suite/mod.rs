@@ -22,6 +22,7 @@ mod timeline;
 mod tls;
 mod tmux;
 mod trust;
+mod users;
 mod v1_sdk;
 mod web;
 mod web_browser;

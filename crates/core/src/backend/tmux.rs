@@ -129,6 +129,7 @@ impl TmuxBackend {
                 session: target.session.clone(),
                 is_reattach: true,
             }),
+            user: None,
         };
         match self.launcher.launch(&spec).await {
             Ok(_) => {

@@ -56,6 +56,10 @@ pub struct HolderSpec {
     /// mode instead of owning a PTY (the `control` module).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmux: Option<TmuxSpec>,
+    /// The account the program runs as (the holder stays the server's); absent: the
+    /// holder's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<crate::os_user::OsUser>,
 }
 
 /// The tmux session a control-mode holder hosts its terminal in.

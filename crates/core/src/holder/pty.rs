@@ -90,6 +90,17 @@ pub(super) fn reset_signals() {
 /// Starts the spec's program on `slave` and returns its pid. Consumes the slave descriptor.
 pub fn spawn(spec: &HolderSpec, slave: OwnedFd) -> io::Result<u32> {
     let mut cmd = Command::new(&spec.program);
+    if let Some(user) = &spec.user {
+        // The terminal is the account's own (its programs open `/dev/tty`), and the program
+        // runs as it: std switches groups (dropping the supplementary ones) and then the user
+        // before it changes to `cwd`.
+        rustix::fs::fchown(
+            &slave,
+            Some(rustix::fs::Uid::from_raw(user.uid)),
+            Some(rustix::fs::Gid::from_raw(user.gid)),
+        )?;
+        cmd.uid(user.uid).gid(user.gid);
+    }
     cmd.args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))

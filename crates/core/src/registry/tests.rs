@@ -40,6 +40,7 @@ fn registry(setup: &Setup, max_live: usize) -> Arc<Registry> {
             max_live,
             ..Limits::default()
         },
+        os_users: Default::default(),
     })
     .expect("a registry")
 }
