@@ -44,6 +44,10 @@ fi
 if ! python3 -c 'import openapi_spec_validator' 2>/dev/null; then
   python3 -m pip install -q --disable-pip-version-check openapi-spec-validator==0.9.0
 fi
+# A client generated from it with openapi-python-client makes real calls in the tests.
+if ! command -v openapi-python-client >/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check openapi-python-client==0.29.1
+fi
 
 # Headless Chromium drives the web terminal in the tests, through playwright-core from npm.
 if [ -z "${PTYHUB_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then

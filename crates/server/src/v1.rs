@@ -110,7 +110,7 @@ async fn find_or_create(
     Ok((handle.info().await?.session_id, is_new))
 }
 
-#[utoipa::path(post, path = "/v1/shell/sessions/create", tag = "v1", operation_id = "v1_create", request_body = CreateParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = CreateResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/shell/sessions/create", tag = "v1", operation_id = "v1_create", request_body = CreateParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<CreateResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -182,7 +182,7 @@ struct ExecV1Params {
     return_on_input: Option<bool>,
 }
 
-#[utoipa::path(post, path = "/v1/shell/exec", tag = "v1", operation_id = "v1_exec", request_body = ExecV1Params, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/shell/exec", tag = "v1", operation_id = "v1_exec", request_body = ExecV1Params, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<ptyhub_protocol::api::CommandResult>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn exec(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -250,7 +250,7 @@ struct ViewResponse {
     exit_code: Option<i32>,
 }
 
-#[utoipa::path(post, path = "/v1/shell/view", tag = "v1", operation_id = "v1_view", request_body = IdParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/shell/view", tag = "v1", operation_id = "v1_view", request_body = IdParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<ViewResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn view(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -301,7 +301,7 @@ struct StatusResponse {
     status: CommandStatus,
 }
 
-#[utoipa::path(post, path = "/v1/shell/wait", tag = "v1", operation_id = "v1_wait", request_body = WaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = StatusResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/shell/wait", tag = "v1", operation_id = "v1_wait", request_body = WaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<StatusResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn wait(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -344,7 +344,7 @@ struct WriteParams {
     press_enter: bool,
 }
 
-#[utoipa::path(post, path = "/v1/shell/write", tag = "v1", operation_id = "v1_write", request_body = WriteParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = StatusResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/shell/write", tag = "v1", operation_id = "v1_write", request_body = WriteParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<StatusResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn write(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -379,7 +379,7 @@ struct KillResponse {
 
 /// Ends the command's whole process tree and closes the session; its history stays
 /// (docs/compatibility.md#v1-quirks).
-#[utoipa::path(post, path = "/v1/shell/kill", tag = "v1", operation_id = "v1_kill", request_body = IdParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = KillResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/shell/kill", tag = "v1", operation_id = "v1_kill", request_body = IdParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<KillResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn kill(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -427,7 +427,7 @@ struct SessionsResponse {
     sessions: std::collections::BTreeMap<String, SessionInfo>,
 }
 
-#[utoipa::path(get, path = "/v1/shell/sessions", tag = "v1", operation_id = "v1_list", responses((status = 200, description = "inside the {success, message, data} envelope", body = SessionsResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/shell/sessions", tag = "v1", operation_id = "v1_list", responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<SessionsResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -461,7 +461,7 @@ async fn list(
     ok("Sessions listed", SessionsResponse { sessions })
 }
 
-#[utoipa::path(delete, path = "/v1/shell/sessions/{id}", tag = "v1", operation_id = "v1_cleanup", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(delete, path = "/v1/shell/sessions/{id}", tag = "v1", operation_id = "v1_cleanup", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<ptyhub_protocol::api::CloseResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn cleanup(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -510,7 +510,7 @@ struct StatsResponse {
     usage_ratio: f64,
 }
 
-#[utoipa::path(get, path = "/v1/shell/sessions/stats", tag = "v1", operation_id = "v1_stats", responses((status = 200, description = "inside the {success, message, data} envelope", body = StatsResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/shell/sessions/stats", tag = "v1", operation_id = "v1_stats", responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<StatsResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn stats(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -562,7 +562,7 @@ struct UrlQuery {
 
 /// A link to the terminal's web page that works in a fresh browser (a one-time ticket in the
 /// fragment, valid for ten minutes); without `session_id`, a new terminal's.
-#[utoipa::path(get, path = "/v1/shell/terminal-url", tag = "v1", operation_id = "v1_terminal_url", responses((status = 200, description = "inside the {success, message, data} envelope", body = String), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/shell/terminal-url", tag = "v1", operation_id = "v1_terminal_url", responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<String>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn terminal_url(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,

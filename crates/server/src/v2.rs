@@ -67,7 +67,7 @@ fn ok<T>(message: &str, data: T) -> Answer<T> {
     Ok(Json(Envelope::ok(message, data)))
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions", tag = "v2", operation_id = "v2_create", request_body = CreateSessionParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions", tag = "v2", operation_id = "v2_create", request_body = CreateSessionParams, responses((status = 201, description = "a new terminal, inside the {success, message, data} envelope", body = Envelope<TerminalInfo>), (status = 200, description = "the terminal with that id, which exists already, inside the {success, message, data} envelope", body = Envelope<TerminalInfo>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -122,7 +122,7 @@ struct ListResponse {
     sessions: Vec<TerminalInfo>,
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions", tag = "v2", operation_id = "v2_list", responses((status = 200, description = "inside the {success, message, data} envelope", body = ListResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions", tag = "v2", operation_id = "v2_list", responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<ListResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -136,7 +136,7 @@ async fn list(
     ok("Sessions listed", ListResponse { sessions })
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}", tag = "v2", operation_id = "v2_status", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = TerminalInfo), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}", tag = "v2", operation_id = "v2_status", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<TerminalInfo>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn status(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -147,7 +147,7 @@ async fn status(
     ok("Session found", handle.info().await?)
 }
 
-#[utoipa::path(delete, path = "/v2/pty/sessions/{id}", tag = "v2", operation_id = "v2_close", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(delete, path = "/v2/pty/sessions/{id}", tag = "v2", operation_id = "v2_close", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<ptyhub_protocol::api::CloseResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn close(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -159,7 +159,7 @@ async fn close(
         .map_err(HttpError::from)
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/exec", tag = "v2", operation_id = "v2_exec", params(("id" = String, Path, description = "the terminal id")), request_body = ExecParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/exec", tag = "v2", operation_id = "v2_exec", params(("id" = String, Path, description = "the terminal id")), request_body = ExecParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<CommandResult>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn exec(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -184,7 +184,7 @@ async fn exec(
     Ok(Json(Envelope::ok("Command executed", result)).into_response())
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/screen", tag = "v2", operation_id = "v2_screen", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ScreenResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/screen", tag = "v2", operation_id = "v2_screen", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<ScreenResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn screen(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -195,7 +195,7 @@ async fn screen(
     ok("Screen read", handle.screen().await?)
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/input", tag = "v2", operation_id = "v2_input", params(("id" = String, Path, description = "the terminal id")), request_body = InputParams, responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/input", tag = "v2", operation_id = "v2_input", params(("id" = String, Path, description = "the terminal id")), request_body = InputParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<InputResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn input(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -223,7 +223,7 @@ async fn input(
     )
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/wait", tag = "v2", operation_id = "v2_wait", params(("id" = String, Path, description = "the terminal id")), request_body = WaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = CommandResult), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/wait", tag = "v2", operation_id = "v2_wait", params(("id" = String, Path, description = "the terminal id")), request_body = WaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<CommandResult>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn wait(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -241,7 +241,7 @@ async fn wait(
     )
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/resize", tag = "v2", operation_id = "v2_resize", params(("id" = String, Path, description = "the terminal id")), request_body = ResizeParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = TermSize), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/resize", tag = "v2", operation_id = "v2_resize", params(("id" = String, Path, description = "the terminal id")), request_body = ResizeParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<TermSize>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn resize(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -264,7 +264,7 @@ struct EventsQuery {
     limit: Option<usize>,
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/events", tag = "v2", operation_id = "v2_events", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = EventsResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/events", tag = "v2", operation_id = "v2_events", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<EventsResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn events(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -286,7 +286,7 @@ const SEND_DEADLINE_MAX: Duration = Duration::from_secs(600);
 /// Default idle window of `send`.
 const SEND_IDLE_DEFAULT: Duration = Duration::from_secs(2);
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/send", tag = "v2", operation_id = "v2_send", params(("id" = String, Path, description = "the terminal id")), request_body = SendParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = SendResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/send", tag = "v2", operation_id = "v2_send", params(("id" = String, Path, description = "the terminal id")), request_body = SendParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<SendResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn send(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -329,7 +329,7 @@ async fn version() -> Json<Envelope<serde_json::Value>> {
     ))
 }
 
-#[utoipa::path(get, path = "/v2/backends", tag = "v2", operation_id = "v2_backends", responses((status = 200, description = "inside the {success, message, data} envelope", body = BackendsResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/backends", tag = "v2", operation_id = "v2_backends", responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<BackendsResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn backends(State(state): State<AppState>) -> Json<Envelope<BackendsResponse>> {
     let backends = state.registry.backends();
     let shell = ptyhub_core::shell::default_shell();
@@ -372,7 +372,7 @@ async fn backends(State(state): State<AppState>) -> Json<Envelope<BackendsRespon
     ))
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/signal", tag = "v2", operation_id = "v2_signal", params(("id" = String, Path, description = "the terminal id")), request_body = SignalParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = SignalResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/signal", tag = "v2", operation_id = "v2_signal", params(("id" = String, Path, description = "the terminal id")), request_body = SignalParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<SignalResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn signal(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -387,7 +387,7 @@ async fn signal(
     )
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/snapshot", tag = "v2", operation_id = "v2_snapshot", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::Snapshot), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/snapshot", tag = "v2", operation_id = "v2_snapshot", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<ptyhub_protocol::api::Snapshot>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn snapshot(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -406,7 +406,7 @@ struct ObserveQuery {
     cursor: Option<String>,
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/observe", tag = "v2", operation_id = "v2_observe", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::ObserveResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/observe", tag = "v2", operation_id = "v2_observe", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<ptyhub_protocol::api::ObserveResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn observe(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -431,7 +431,7 @@ struct ScrollbackQuery {
     lines: Option<usize>,
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/scrollback", tag = "v2", operation_id = "v2_scrollback", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::ScrollbackResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/scrollback", tag = "v2", operation_id = "v2_scrollback", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<ptyhub_protocol::api::ScrollbackResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn scrollback(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -452,7 +452,7 @@ async fn scrollback(
 use ptyhub_core::terminal::jobs;
 use ptyhub_protocol::api::{AwaitParams, JobParams, JobResponse};
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs", tag = "v2", operation_id = "v2_job_start", params(("id" = String, Path, description = "the terminal id")), request_body = JobParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs", tag = "v2", operation_id = "v2_job_start", params(("id" = String, Path, description = "the terminal id")), request_body = JobParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<JobResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn job_start(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -468,7 +468,7 @@ async fn job_start(
     )
 }
 
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/jobs/{job}", tag = "v2", operation_id = "v2_job_get", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/jobs/{job}", tag = "v2", operation_id = "v2_job_get", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<JobResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn job_get(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -479,7 +479,7 @@ async fn job_get(
     ok("Job", jobs::get(&handle, &job).await?)
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs/{job}/cancel", tag = "v2", operation_id = "v2_job_cancel", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs/{job}/cancel", tag = "v2", operation_id = "v2_job_cancel", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<JobResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn job_cancel(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -490,7 +490,7 @@ async fn job_cancel(
     ok("Job cancelling", jobs::cancel(&handle, &job).await?)
 }
 
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs/{job}/await", tag = "v2", operation_id = "v2_job_await", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), request_body = AwaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/jobs/{job}/await", tag = "v2", operation_id = "v2_job_await", params(("id" = String, Path, description = "the terminal id"), ("job" = String, Path, description = "the job id")), request_body = AwaitParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<JobResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn job_await(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -506,7 +506,7 @@ async fn job_await(
 }
 
 /// Stops the running job; the terminal lives on.
-#[utoipa::path(post, path = "/v2/pty/sessions/{id}/stop", tag = "v2", operation_id = "v2_stop", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = JobResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(post, path = "/v2/pty/sessions/{id}/stop", tag = "v2", operation_id = "v2_stop", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<JobResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn stop(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -531,7 +531,7 @@ struct CommandsQuery {
 }
 
 /// The terminal's command timeline, oldest first after `after`.
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/commands", tag = "v2", operation_id = "v2_commands", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::CommandsResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/commands", tag = "v2", operation_id = "v2_commands", params(("id" = String, Path, description = "the terminal id")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<ptyhub_protocol::api::CommandsResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn commands(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -560,7 +560,7 @@ struct WindowQuery {
 }
 
 /// One command of the timeline with a window of its output, read from the log.
-#[utoipa::path(get, path = "/v2/pty/sessions/{id}/commands/{n}", tag = "v2", operation_id = "v2_command", params(("id" = String, Path, description = "the terminal id"), ("n" = u64, Path, description = "the command's id in the timeline")), responses((status = 200, description = "inside the {success, message, data} envelope", body = ptyhub_protocol::api::CommandOutputResponse), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
+#[utoipa::path(get, path = "/v2/pty/sessions/{id}/commands/{n}", tag = "v2", operation_id = "v2_command", params(("id" = String, Path, description = "the terminal id"), ("n" = u64, Path, description = "the command's id in the timeline")), responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<ptyhub_protocol::api::CommandOutputResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn command(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,

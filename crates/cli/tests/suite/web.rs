@@ -536,3 +536,16 @@ async fn openapi_json_validates_as_openapi_3_1() {
     let hint = "install it with: pip install openapi-spec-validator==0.9.0";
     super::run_python("web/openapi_validate.py", &env, hint).await;
 }
+
+/// A client generated from `/openapi.json` by openapi-python-client, as API tools make one,
+/// creates a terminal, runs a command, lists and closes it against the real server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_generated_from_openapi_makes_real_calls() {
+    let hub = start();
+    let env = [
+        ("PTYHUB_URL", format!("http://{}", hub.addr)),
+        ("PTYHUB_TOKEN", hub.token.clone()),
+    ];
+    let hint = "install it with: pip install openapi-python-client==0.29.1";
+    super::run_python("web/openapi_client.py", &env, hint).await;
+}
