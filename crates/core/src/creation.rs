@@ -155,6 +155,8 @@ impl Plan {
             anonymous: self.anonymous,
             backend: backend.kind(),
             tmux: None,
+            user: user.map(|u| u.name.clone()),
+            schema: state_dir::META_SCHEMA,
         };
         state_dir::write_meta(&dir, &meta)
             .map_err(|e| TerminalError::internal(format!("cannot write meta.json: {e}")))?;

@@ -77,7 +77,18 @@ pub struct TerminalMeta {
     /// session runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmux: Option<TmuxTarget>,
+    /// The OS account the terminal's programs run as, when it is not the server's
+    /// (docs/security.md#accounts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Which layout of `meta.json` this is ([`META_SCHEMA`] when written by this ptyhub; 0 for
+    /// one written before the layout was numbered). A reader takes what it knows of a newer one.
+    #[serde(default)]
+    pub schema: u32,
 }
+
+/// The layout of `meta.json` this ptyhub writes (docs/storage.md#meta-json).
+pub const META_SCHEMA: u32 = 1;
 
 impl TerminalMeta {
     /// The terminal as the API shows it, with what only a live actor knows passed in.

@@ -203,6 +203,8 @@ impl FakeHost {
             anonymous: false,
             backend: BackendKind::Native,
             tmux: None,
+            user: None,
+            schema: crate::state_dir::META_SCHEMA,
         }
     }
 }
