@@ -322,6 +322,7 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
         },
         agent_env: ptyhub_core::creation::agent_env_with(&file.agent_env),
         os_users,
+        confined_owners: grants.iter().map(|grant| grant.owner.clone()).collect(),
     })
     .with_context(|| format!("cannot create runtime dir {}", runtime_dir.display()))?;
     let rediscovered = registry.discover().await;

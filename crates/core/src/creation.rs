@@ -32,6 +32,8 @@ pub struct CreateSpec {
     pub anonymous: bool,
     /// What hosts it (the default: native, for terminals nobody created by name).
     pub backend: BackendChoice,
+    /// The OS account to run it as, by name (see [`crate::registry::Registry::create`]).
+    pub user: Option<String>,
 }
 
 /// A checked request: everything the terminal will be, before anything exists.
@@ -40,6 +42,8 @@ pub(crate) struct Plan {
     pub(crate) agent: Name,
     pub(crate) session: Name,
     pub(crate) anonymous: bool,
+    /// The account the client asked for, by name.
+    pub(crate) user: Option<String>,
     cwd: String,
     /// The client named the working directory (else a shell of another account starts in
     /// its home).
@@ -79,6 +83,7 @@ impl Plan {
             session,
             anonymous: spec.anonymous,
             is_cwd_given: spec.cwd.is_some(),
+            user: spec.user.clone(),
             cwd,
             program,
             size,
@@ -95,6 +100,7 @@ impl Plan {
         placement: Placement,
         config: &RegistryConfig,
         backend: &dyn Backend,
+        user: Option<&crate::os_user::OsUser>,
     ) -> Result<TerminalMeta, TerminalError> {
         let Placement {
             dir,
@@ -103,7 +109,6 @@ impl Plan {
             session,
             created_at,
         } = placement;
-        let user = config.os_users.get(owner);
         if user.is_some() && backend.kind() != BackendKind::Native {
             return Err(TerminalError::invalid(format!(
                 "the terminals of owner {owner:?} run as an account of their own, which only the native backend does yet"

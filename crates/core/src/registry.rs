@@ -44,6 +44,9 @@ pub struct RegistryConfig {
     /// The account each owner's terminals run as, for owners that have one of their own
     /// (docs/security.md); the others run as the server's.
     pub os_users: std::collections::BTreeMap<String, crate::os_user::OsUser>,
+    /// Owners of the configuration's tokens: they cannot choose the account a terminal runs
+    /// as (only the server's own principal may).
+    pub confined_owners: std::collections::BTreeSet<String>,
 }
 
 /// How many terminals may live, for how long unused, and how much history each keeps
@@ -336,6 +339,46 @@ impl Registry {
     }
 
     /// Creates a terminal, or returns the live one with the same id. `bool` tells which.
+    /// The account `owner`'s new terminal runs as, given the one asked for by name: an owner
+    /// with a configured account always gets it (asking for another is refused); otherwise
+    /// only the server's own principal may choose one, on a server that can switch accounts.
+    fn account_for(
+        &self,
+        owner: &str,
+        asked: Option<&str>,
+    ) -> Result<Option<crate::os_user::OsUser>, TerminalError> {
+        use crate::os_user::{OsUser, can_switch_users};
+        let fixed = self.config.os_users.get(owner);
+        match (fixed, asked) {
+            (Some(fixed), Some(asked)) if fixed.name != asked => {
+                Err(TerminalError::invalid(format!(
+                    "owner {owner:?}'s terminals run as {:?}, not {asked:?}",
+                    fixed.name
+                )))
+            }
+            (Some(fixed), _) => Ok(Some(fixed.clone())),
+            (None, None) => Ok(None),
+            (None, Some(_)) if self.config.confined_owners.contains(owner) => {
+                Err(TerminalError::invalid(
+                    "only the server's own token may choose the account a terminal runs as",
+                ))
+            }
+            (None, Some(_)) if !can_switch_users() => Err(TerminalError::invalid(
+                "choosing the account a terminal runs as needs the server to run as root",
+            )),
+            (None, Some(asked)) => {
+                let user = OsUser::lookup(asked).map_err(|e| {
+                    TerminalError::invalid(format!(
+                        "user {:?}: {e}",
+                        ptyhub_protocol::ids::truncate_for_message(asked)
+                    ))
+                })?;
+                // Root is the server's own account: nothing to switch to.
+                Ok((user.uid != 0).then_some(user))
+            }
+        }
+    }
+
     pub async fn create(
         &self,
         owner: &str,
@@ -343,8 +386,9 @@ impl Registry {
     ) -> Result<(TerminalHandle, bool), TerminalError> {
         let choice = spec.backend;
         let plan = Plan::new(spec)?;
-        // Before anything exists: an unavailable backend creates nothing.
+        // Before anything exists: an unavailable backend or account creates nothing.
         let backend = self.config.backends.choose(choice)?;
+        let user = self.account_for(owner, plan.user.as_deref())?;
         let (id, agent, session) = (plan.id.clone(), plan.agent.clone(), plan.session.clone());
 
         // Creations are serialized among themselves (an id is created once); lookups and
@@ -357,8 +401,21 @@ impl Registry {
                 Some(Entry {
                     handle: Some(handle),
                     last_used,
+                    dir,
                     ..
                 }) => {
+                    let runs_as = state_dir::read_meta(dir).ok().and_then(|meta| meta.user);
+                    if let Some(asked) = &plan.user
+                        && runs_as.as_deref() != user.as_ref().map(|u| u.name.as_str())
+                    {
+                        return Err(TerminalError::invalid(format!(
+                            "terminal {id} runs as {}, not {asked:?}: re-create it with the same user, or none",
+                            runs_as.map_or_else(
+                                || "the server's account".to_owned(),
+                                |u| format!("{u:?}")
+                            )
+                        )));
+                    }
                     *last_used = Instant::now();
                     return Ok((handle.clone(), false));
                 }
@@ -400,6 +457,7 @@ impl Registry {
                 },
                 &self.config,
                 backend.as_ref(),
+                user.as_ref(),
             )
             .await?;
         let handle = TerminalHandle::spawn(dir.clone(), meta, backend);

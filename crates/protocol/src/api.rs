@@ -224,6 +224,12 @@ pub struct CreateSessionParams {
     /// terminals here is `BACKEND_UNAVAILABLE`; neither creates anything.
     #[serde(default)]
     pub backend: Option<String>,
+    /// The OS account its shell runs as (docs/security.md#accounts): only the server's own
+    /// token or local socket may choose one, on a server that runs as root; an owner whose
+    /// configured token names an account always gets that one. Re-creating a live terminal's
+    /// id with another account is `INVALID_INPUT`.
+    #[serde(default)]
+    pub user: Option<String>,
 }
 
 /// One terminal as create, list and status show it (`meta.json` plus what its actor knows).

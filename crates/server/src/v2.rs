@@ -89,6 +89,7 @@ async fn create(
         size,
         env: params.env.unwrap_or_default(),
         shell: params.shell,
+        user: params.user,
         anonymous: false,
         backend: match params.backend.as_deref() {
             None => BackendChoice::ServerDefault,

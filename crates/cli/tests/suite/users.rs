@@ -159,5 +159,41 @@ async fn owners_with_accounts_of_their_own_cannot_reach_each_other_or_the_server
         !env.contains("PTYHUB_TOKEN") && !env.contains("XDG_RUNTIME_DIR"),
         "{env}"
     );
+
+    // The server's own token chooses the account per terminal; the owners of configured tokens
+    // cannot, and a bad choice creates nothing.
+    let admin = hub.http();
+    let chosen = create(&admin, json!({ "id": "as-alice", "user": alice.name })).await;
+    assert_eq!(run(&admin, &chosen, "id -un").await, alice.name);
+    for (client, body, why) in [
+        (
+            &as_bob,
+            json!({ "id": "b2", "user": alice.name }),
+            "bob's terminals are bob's",
+        ),
+        (
+            &admin,
+            json!({ "id": "nobody-here", "user": "ptyhub-no-such-user" }),
+            "no such account",
+        ),
+        (
+            &admin,
+            json!({ "id": "as-alice", "user": bob.name }),
+            "as-alice runs as alice",
+        ),
+    ] {
+        let refused = super::post(client, "/v2/pty/sessions", body).await;
+        assert_eq!(refused.status, 400, "{why}: {}", refused.body);
+        assert_eq!(
+            refused.body["error"]["code"], "INVALID_INPUT",
+            "{why}: {}",
+            refused.body
+        );
+    }
+    assert!(
+        !super::live_ids(&admin)
+            .await
+            .contains(&"nobody-here".to_owned())
+    );
     drop(hub);
 }

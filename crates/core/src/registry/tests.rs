@@ -41,6 +41,7 @@ fn registry(setup: &Setup, max_live: usize) -> Arc<Registry> {
             ..Limits::default()
         },
         os_users: Default::default(),
+        confined_owners: Default::default(),
     })
     .expect("a registry")
 }
