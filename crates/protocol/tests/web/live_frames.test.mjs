@@ -107,7 +107,11 @@ async function openPage(mode) {
   const cancel = (id) => { timers.delete(id); };
   const context = vm.createContext({
     window,
-    document: { getElementById: (id) => (id === 'status' ? status : {}), title: '' },
+    // Any other element of the page (the "replay this command" link, say) takes listeners.
+    document: {
+      getElementById: (id) => (id === 'status' ? status : { dataset: {}, addEventListener() {} }),
+      title: '',
+    },
     location: { search: `?session_id=work-1&mode=${mode}`, protocol: 'http:', host: 'localhost:1' },
     Terminal,
     FitAddon: { FitAddon: class { fit() {} } },
