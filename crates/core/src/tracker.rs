@@ -532,7 +532,8 @@ impl CommandTracker {
 
     fn start_record(&mut self, command: String, ps1: String, is_exec: bool) -> u64 {
         let id = self.next_id;
-        self.next_id += 1;
+        // A `command.note` of a hostile log can name the largest id: the count stops there.
+        self.next_id = id.saturating_add(1);
         self.current = Some(CommandRecord {
             id,
             text: command.clone(),

@@ -222,6 +222,22 @@ impl ClientFrame {
     pub fn to_text(&self) -> String {
         to_text(self)
     }
+
+    /// Reads the body of a text frame as a client sent it; the error says what a client may
+    /// send. Every client frame is a JSON object: serde would also read an internally tagged
+    /// frame from an array (`["input","ls\r"]`), which no client means as input.
+    pub fn from_text(body: &str) -> Result<Self, ApiError> {
+        if !body.trim_start().starts_with('{') {
+            return Err(ApiError::invalid(
+                "a frame is a JSON object, e.g. {\"type\":\"input\",\"data\":…}; nothing was written to the terminal",
+            ));
+        }
+        serde_json::from_str(body).map_err(|_| {
+            ApiError::invalid(
+                "unknown frame: send {\"type\":\"input\",\"data\":…}, {\"type\":\"resize\",\"cols\":…,\"rows\":…} or {\"type\":\"ping\"}; nothing was written to the terminal",
+            )
+        })
+    }
 }
 
 /// The size a `resize` frame asks for: `cols` and `rows`, or else `data`.

@@ -499,20 +499,9 @@ async fn on_text(
     body: &str,
     resize_refusal: Option<&ApiError>,
 ) -> Option<Message> {
-    // Every client frame is a JSON object. serde would also read an internally tagged frame
-    // from an array (`["input","ls\r"]`), which no client means as input.
-    if !body.trim_start().starts_with('{') {
-        return Some(error_frame(ApiError::invalid(
-            "a frame is a JSON object, e.g. {\"type\":\"input\",\"data\":…}; nothing was written to the terminal",
-        )));
-    }
-    let frame = match serde_json::from_str::<ClientFrame>(body) {
+    let frame = match ClientFrame::from_text(body) {
         Ok(frame) => frame,
-        Err(_) => {
-            return Some(error_frame(ApiError::invalid(
-                "unknown frame: send {\"type\":\"input\",\"data\":…}, {\"type\":\"resize\",\"cols\":…,\"rows\":…} or {\"type\":\"ping\"}; nothing was written to the terminal",
-            )));
-        }
+        Err(error) => return Some(error_frame(error)),
     };
     let outcome = match frame {
         ClientFrame::Input { data } => connection.input(data.as_bytes()).await,

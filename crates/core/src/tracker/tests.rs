@@ -232,3 +232,24 @@ fn a_line_the_shell_refuses_finishes_with_its_message() {
         ))
     );
 }
+
+/// Found by the `tracker_feed` fuzz target: a `command.note` with the largest id overflowed
+/// the count of the next id.
+#[test]
+fn a_note_with_the_largest_id_does_not_overflow_the_count() {
+    let mut tracker = CommandTracker::new(N);
+    tracker.feed(&mark("A"));
+    let note = CommandNote {
+        id: u64::MAX,
+        origin: CommandOrigin::Exec,
+        command: "ls".to_owned(),
+        shell_text: None,
+        cwd: None,
+    };
+    tracker.note(&note, str::to_owned);
+    assert_eq!(tracker.current().map(|r| r.id), Some(u64::MAX));
+    assert_eq!(tracker.next_id(), u64::MAX);
+    tracker.feed(&[mark("C"), mark("D;0"), mark("A")].concat());
+    let finished: Vec<_> = tracker.timeline().map(|e| e.entry.id).collect();
+    assert_eq!(finished, vec![u64::MAX]);
+}
