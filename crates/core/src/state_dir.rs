@@ -134,6 +134,17 @@ impl StateDir {
     pub fn open(root: impl Into<PathBuf>) -> io::Result<Self> {
         let root = root.into();
         create_private_dir(&root)?;
+        // Whoever may write to it may rename or replace what is in it (every terminal's
+        // directory and meta.json), whoever owns those.
+        let mode = fs::symlink_metadata(&root)?.mode() & 0o777;
+        if mode & 0o022 != 0 {
+            return Err(refused(
+                &root,
+                &format!(
+                    "its mode is {mode:04o}: others may write to it (chmod 700 it, or pick another)"
+                ),
+            ));
+        }
         Ok(Self { root })
     }
 

@@ -96,6 +96,14 @@ async fn a_socket_dir_others_could_write_to_is_refused() {
     );
     assert!(!status.success());
     assert!(stderr.contains("its mode is 0777"), "{stderr}");
+    // A state dir others may write to is refused too (they could swap a terminal's files).
+    let runtime = base.path().join("runtime").to_string_lossy().into_owned();
+    let (status, stderr) = refused(
+        &["--state-dir", &open_arg, "--runtime-dir", &runtime],
+        base.path(),
+    );
+    assert!(!status.success());
+    assert!(stderr.contains("others may write to it"), "{stderr}");
 
     let real = base.path().join("real");
     std::fs::create_dir(&real).unwrap_or_else(|e| panic!("mkdir: {e}"));
