@@ -462,7 +462,9 @@ impl Live<'_> {
                     }
                 }
                 () = sleep_until(flush_at), if permit.is_some() => {
-                    if let (Some((message, seq)), Some(permit)) = (self.text.flush(), permit.take()) {
+                    if let Some((message, seq)) = self.text.flush()
+                        && let Some(permit) = permit.take()
+                    {
                         let mut batch = writer::Batch {
                             delivered: Some(seq),
                             ..writer::Batch::default()
