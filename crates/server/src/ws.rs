@@ -377,14 +377,22 @@ async fn serve(
         return;
     }
     // Whatever is queued gets a short while to go out (a close, say); a client that reads
-    // nothing must not keep the writer alive.
-    drop(live);
+    // nothing must not keep the writer alive. The connection stays until then, so what the
+    // writer still flushes counts as delivered.
+    let Live {
+        connection,
+        control,
+        output,
+        ..
+    } = live;
+    drop((control, output));
     if tokio::time::timeout(WRITER_GRACE, &mut writer)
         .await
         .is_err()
     {
         writer.abort();
     }
+    drop(connection);
 }
 
 /// Control messages (error replies, pongs, pings, closes) queued for the writer at most. The
