@@ -22,12 +22,15 @@ use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::TermSize;
 use ptyhub_protocol::live::{ClientFrame, ConnectionMode, LiveTransport, ServerFrame};
 use serde::Deserialize;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::AppState;
 use crate::auth::{Operation, Principal};
 use crate::http_error::{HttpError, QueryParams};
 use crate::wire_error::{Surface, WireError};
+
+mod writer;
 
 /// Largest frame or message a client may send.
 const CLIENT_MESSAGE_MAX_BYTES: usize = 1024 * 1024;
@@ -325,17 +328,12 @@ struct Session {
 
 async fn serve(
     socket: WebSocket,
-    mut connection: Connection,
+    connection: Connection,
     ready: Ready,
     session: &Session,
     preface: &Preface,
 ) {
-    let Session {
-        mode,
-        transport,
-        ref resize_refusal,
-    } = *session;
-    let (mut sink, mut stream) = socket.split();
+    let (mut sink, stream) = socket.split();
     let is_anonymous = matches!(preface, Preface::Anonymous { .. });
     if let Preface::AnnounceId = preface {
         let frame = ServerFrame::SessionId {
@@ -347,10 +345,10 @@ async fn serve(
     }
     let ready_frame = ServerFrame::Ready {
         session_id: (!is_anonymous).then(|| ready.session_id.clone()),
-        transport,
+        transport: session.transport,
         backend: ready.backend,
         resumed: ready.resumed,
-        mode: wire_mode(mode),
+        mode: wire_mode(session.mode),
         seq: ready.seq,
         cols: ready.cols,
         rows: ready.rows,
@@ -358,119 +356,207 @@ async fn serve(
     if sink.send(frame_message(&ready_frame)).await.is_err() {
         return;
     }
-    let mut text = TextFramer::default();
-    let mut keepalive = tokio::time::interval_at(Instant::now() + KEEPALIVE_EVERY, KEEPALIVE_EVERY);
-    let mut heard_at = Instant::now();
-    loop {
-        let flush_at = text.flush_at();
-        tokio::select! {
-            _ = keepalive.tick() => {
-                if heard_at.elapsed() > CLIENT_SILENCE_MAX {
-                    let _ = sink.send(close_message(1001, "client silent")).await;
-                    break;
-                }
-                if sink.send(Message::Ping(Default::default())).await.is_err() {
-                    break;
-                }
-            }
-            frame = connection.next() => {
-                let Some(frame) = frame else { break };
-                // Everything ready goes out with one flush (at most a batch's worth).
-                let mut frame = Some(frame);
-                let mut is_closing = false;
-                let mut delivered = None;
-                let mut written = 0;
-                while let Some(next) = frame.take() {
-                    match forward(&mut sink, &next, transport, &mut text, &ready.session_id).await {
-                        Ok(Forwarded::More(seq)) => delivered = seq.or(delivered),
-                        Ok(Forwarded::Closing) => {
-                            is_closing = true;
-                            break;
-                        }
-                        Err(()) => return,
-                    }
-                    written += 1;
-                    if written < FRAMES_PER_FLUSH {
-                        frame = connection.next_ready();
-                    }
-                }
-                if sink.flush().await.is_err() || is_closing {
-                    break;
-                }
-                // Only what was flushed counts as delivered (a durable relay's next replay
-                // starts after it).
-                if let Some(seq) = delivered {
-                    connection.delivered(seq);
-                }
-            }
-            () = sleep_until(flush_at) => {
-                if let Some((message, seq)) = text.flush()
-                    && sink.send(message).await.is_ok()
-                {
-                    connection.delivered(seq);
-                }
-            }
-            message = stream.next() => {
-                heard_at = Instant::now();
-                let reply = match message {
-                    Some(Ok(Message::Text(body))) => on_text(&connection, body.as_str(), resize_refusal.as_ref()).await,
-                    Some(Ok(Message::Binary(bytes))) => match transport {
-                        LiveTransport::Binary => connection.input(&bytes).await.err().map(error_frame),
-                        LiveTransport::Json => Some(error_frame(ApiError::invalid(
-                            "binary frames need protocol=binary; send {\"type\":\"input\",\"data\":…}",
-                        ))),
-                    },
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
-                    Some(Ok(Message::Close(_))) | None => break,
-                    Some(Err(error)) => {
-                        if let Some(close) = protocol_error_close(error) {
-                            let _ = sink.send(close).await;
-                        }
-                        break;
-                    }
-                };
-                if let Some(reply) = reply
-                    && sink.send(reply).await.is_err()
-                {
-                    break;
-                }
-            }
-        }
-    }
-}
-
-/// Frames written before one flush at most.
-const FRAMES_PER_FLUSH: usize = 64;
-
-enum Forwarded {
-    /// Queued; `Some(seq)` when the client will have every output byte up to `seq`.
-    More(Option<Seq>),
-    /// The frame ended the connection (its close is queued).
-    Closing,
-}
-
-/// Queues one frame's messages (flushed by the caller).
-async fn forward(
-    sink: &mut futures_util::stream::SplitSink<WebSocket, Message>,
-    frame: &LiveFrame,
-    transport: LiveTransport,
-    text: &mut TextFramer,
-    session_id: &str,
-) -> Result<Forwarded, ()> {
-    let (messages, close) = encode(frame, transport, text, session_id);
-    for message in messages {
-        sink.feed(message).await.map_err(|_| ())?;
-    }
-    let delivered = match frame {
-        LiveFrame::Output { seq, .. } if !text.is_holding() => Some(*seq),
-        _ => None,
+    let (control, control_rx) = mpsc::channel(CONTROL_MESSAGES_QUEUED);
+    let (output, output_rx) = mpsc::channel(OUTPUT_BATCHES_QUEUED);
+    let mut writer = tokio::spawn(writer::run(
+        sink,
+        control_rx,
+        output_rx,
+        connection.delivery(),
+    ));
+    let mut live = Live {
+        connection,
+        stream,
+        session,
+        session_id: &ready.session_id,
+        control,
+        output,
+        text: TextFramer::default(),
     };
-    match close {
-        Some(close) => {
-            sink.feed(close).await.map_err(|_| ())?;
-            Ok(Forwarded::Closing)
+    if live.run(&mut writer).await == Ended::WriterDone {
+        return;
+    }
+    // Whatever is queued gets a short while to go out (a close, say); a client that reads
+    // nothing must not keep the writer alive. The connection stays until then, so what the
+    // writer still flushes counts as delivered.
+    let Live {
+        connection,
+        control,
+        output,
+        ..
+    } = live;
+    drop((control, output));
+    if tokio::time::timeout(WRITER_GRACE, &mut writer)
+        .await
+        .is_err()
+    {
+        writer.abort();
+    }
+    drop(connection);
+}
+
+/// Control messages (error replies, pongs, pings, closes) queued for the writer at most. The
+/// client's frames are read only while there is room for an answer, so a client that sends
+/// requests without reading the answers is held back by TCP, not by the server's memory.
+const CONTROL_MESSAGES_QUEUED: usize = 16;
+/// Batches of output queued for the writer besides the one it writes: the next frames are
+/// taken from the connection only when there is room, so what a slow client costs is bounded
+/// (docs/websocket.md, *Slow connections*), and the rest waits in the event log.
+const OUTPUT_BATCHES_QUEUED: usize = 1;
+/// Frames in one batch (written with one flush) at most…
+const FRAMES_PER_FLUSH: usize = 64;
+/// …and payload bytes: a batch is closed once it holds this much (one frame more at most).
+const BATCH_MAX_BYTES: usize = 256 * 1024;
+/// How long the writer may still write once the connection is over before it is stopped.
+const WRITER_GRACE: Duration = Duration::from_secs(2);
+
+/// Why the connection's loop ended.
+#[derive(PartialEq, Eq)]
+enum Ended {
+    /// The writer ended: a close went out after the last frame, or the client is gone.
+    WriterDone,
+    /// The client left, was silent too long, broke the protocol, or the stream ended.
+    Client,
+}
+
+/// The reading side of one connection: the client's frames in, the terminal's frames encoded
+/// and queued for the writer (`ws/writer.rs`) only when there is room.
+struct Live<'a> {
+    connection: Connection,
+    stream: futures_util::stream::SplitStream<WebSocket>,
+    session: &'a Session,
+    session_id: &'a str,
+    control: mpsc::Sender<Message>,
+    output: mpsc::Sender<writer::Batch>,
+    text: TextFramer,
+}
+
+impl Live<'_> {
+    async fn run(&mut self, writer: &mut tokio::task::JoinHandle<()>) -> Ended {
+        let mut keepalive =
+            tokio::time::interval_at(Instant::now() + KEEPALIVE_EVERY, KEEPALIVE_EVERY);
+        let mut heard_at = Instant::now();
+        // Room for one batch of output, taken before the frames that fill it.
+        let mut permit: Option<mpsc::OwnedPermit<writer::Batch>> = None;
+        // The last frames (and their close) are queued: nothing more is taken or acted on.
+        let mut is_closing = false;
+        loop {
+            let flush_at = self.text.flush_at();
+            tokio::select! {
+                _ = &mut *writer => return Ended::WriterDone,
+                _ = keepalive.tick() => {
+                    if heard_at.elapsed() > CLIENT_SILENCE_MAX {
+                        let _ = self.control.try_send(close_message(1001, "client silent"));
+                        return Ended::Client;
+                    }
+                    // One ping waiting is enough: while the writer is stuck, more pings would
+                    // only take the room of answers.
+                    if self.control.capacity() == self.control.max_capacity() {
+                        let _ = self.control.try_send(Message::Ping(Default::default()));
+                    }
+                }
+                reserved = self.output.clone().reserve_owned(), if permit.is_none() && !is_closing => {
+                    match reserved {
+                        Ok(reserved) => permit = Some(reserved),
+                        Err(_) => return Ended::WriterDone,
+                    }
+                }
+                frame = self.connection.next(), if permit.is_some() && !is_closing => {
+                    let Some(frame) = frame else { return Ended::Client };
+                    let batch = self.batch(frame);
+                    is_closing = batch.is_closing;
+                    if let Some(permit) = permit.take() {
+                        permit.send(batch);
+                    }
+                }
+                () = sleep_until(flush_at), if permit.is_some() => {
+                    if let Some((message, seq)) = self.text.flush()
+                        && let Some(permit) = permit.take()
+                    {
+                        let mut batch = writer::Batch {
+                            delivered: Some(seq),
+                            ..writer::Batch::default()
+                        };
+                        batch.push(message);
+                        permit.send(batch);
+                    }
+                }
+                message = self.stream.next(), if self.control.capacity() > 0 => {
+                    heard_at = Instant::now();
+                    let reply = match message {
+                        Some(Ok(Message::Close(_))) | None => return Ended::Client,
+                        Some(Err(error)) => {
+                            if let Some(close) = protocol_error_close(error) {
+                                let _ = self.control.try_send(close);
+                            }
+                            return Ended::Client;
+                        }
+                        // Once the last frames are queued, the client's frames are no longer
+                        // acted on (the connection ends as soon as they are written).
+                        Some(Ok(_)) if is_closing => None,
+                        Some(Ok(message)) => self.on_message(message).await,
+                    };
+                    if let Some(reply) = reply {
+                        // Room was checked before reading, and only this loop queues answers.
+                        let _ = self.control.try_send(reply);
+                    }
+                }
+            }
         }
-        None => Ok(Forwarded::More(delivered)),
+    }
+
+    /// Acts on one data frame from the client; the answer to send, if any.
+    async fn on_message(&self, message: Message) -> Option<Message> {
+        match message {
+            Message::Text(body) => {
+                on_text(
+                    &self.connection,
+                    body.as_str(),
+                    self.session.resize_refusal.as_ref(),
+                )
+                .await
+            }
+            Message::Binary(bytes) => match self.session.transport {
+                LiveTransport::Binary => self.connection.input(&bytes).await.err().map(error_frame),
+                LiveTransport::Json => Some(error_frame(ApiError::invalid(
+                    "binary frames need protocol=binary; send {\"type\":\"input\",\"data\":…}",
+                ))),
+            },
+            Message::Ping(_) | Message::Pong(_) | Message::Close(_) => None,
+        }
+    }
+
+    /// Encodes `first` and the frames ready after it (up to a batch's bounds) for one flush.
+    fn batch(&mut self, first: LiveFrame) -> writer::Batch {
+        let mut batch = writer::Batch::default();
+        let mut frame = Some(first);
+        let mut frames = 0;
+        while let Some(next) = frame.take() {
+            let (messages, close) = encode(
+                &next,
+                self.session.transport,
+                &mut self.text,
+                self.session_id,
+            );
+            for message in messages {
+                batch.push(message);
+            }
+            if let LiveFrame::Output { seq, .. } = next
+                && !self.text.is_holding()
+            {
+                batch.delivered = Some(seq);
+            }
+            if let Some(close) = close {
+                batch.push(close);
+                batch.is_closing = true;
+                break;
+            }
+            frames += 1;
+            if frames < FRAMES_PER_FLUSH && batch.bytes < BATCH_MAX_BYTES {
+                frame = self.connection.next_ready();
+            }
+        }
+        batch
     }
 }
 

@@ -1,10 +1,13 @@
 //! `ptyhub terminal attach` and `watch` driven the way a person uses them: inside tmux, with
-//! keys sent to the pane and the pane read back.
+//! keys sent to the pane and the pane read back; and an attach connection that stops reading,
+//! whose keys must still reach the terminal.
 
+use futures_util::{SinkExt, StreamExt};
+use ptyhub_client::LiveMessage;
 use serde_json::json;
 
 use super::{create, exec, get, start};
-use ptyhub_test_support::{Ptyhub, Tmux, data, wait_until};
+use ptyhub_test_support::{Ptyhub, Tmux, data, default_timeout, processes_with_arg, wait_until};
 
 /// A tmux pane running a plain bash, with the CLI pointed at this server.
 fn pane(hub: &Ptyhub, home: &std::path::Path) -> Tmux {
@@ -156,6 +159,108 @@ async fn watch_shows_output_and_never_writes() {
     tmux.wait_for("tty-restored-6").await;
     let info = get(&client, &format!("/v2/pty/sessions/{id}")).await;
     assert_eq!(data(&info)["state"], "running");
+}
+
+/// Issue 16, item 6: ^C typed into an attach connection that reads nothing while the program
+/// floods reaches the program at once (its output never holds input back), and the
+/// connection, once it reads again, gets every byte in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_reaches_the_program_while_the_attach_connection_reads_nothing() {
+    let hub = start();
+    let client = hub.local();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let path = format!("/v2/pty/sessions/{id}/ws?mode=attach&protocol=binary");
+    let mut socket = client
+        .websocket(&path)
+        .await
+        .unwrap_or_else(|e| panic!("websocket {path}: {e}"));
+    assert!(
+        matches!(next(&mut socket).await, LiveMessage::Text(t) if t.as_str().contains(r#""type":"ready""#)),
+        "ready comes first"
+    );
+    // A flood that would not end by itself; the connection reads nothing from here on.
+    let _guard = ptyhub_test_support::KillOnDrop {
+        args: vec!["987654321".to_owned()],
+    };
+    send(&mut socket, "seq 1 987654321\r").await;
+    wait_until("the flood runs", || async {
+        (!processes_with_arg("987654321").is_empty()).then_some(())
+    })
+    .await;
+    // Far more output than the socket and the server's queues hold is waiting for the client.
+    let dir = hub
+        .terminal_dir(&id)
+        .unwrap_or_else(|| panic!("no directory for {id}"));
+    wait_until("the log holds 8 MiB more than the client read", || async {
+        let logged: u64 = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("events"))
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum();
+        (logged > 8 * 1024 * 1024).then_some(())
+    })
+    .await;
+    send(&mut socket, "\u{3}").await;
+    wait_until("^C ended the flood", || async {
+        processes_with_arg("987654321").is_empty().then_some(())
+    })
+    .await;
+    send(&mut socket, "echo caught-up-$((2 + 3))\r").await;
+
+    // Reading again, the connection gets everything, gap-free, up to the marker.
+    let mut bytes = Vec::new();
+    let mut checked = 0;
+    while !bytes[checked..]
+        .windows(b"caught-up-5\r\n".len())
+        .any(|w| w == b"caught-up-5\r\n")
+    {
+        checked = bytes.len().saturating_sub(16);
+        match next(&mut socket).await {
+            LiveMessage::Binary(chunk) => bytes.extend_from_slice(&chunk),
+            LiveMessage::Text(text) => assert!(
+                !text.as_str().contains(r#""type":"error""#),
+                "the connection failed: {text}"
+            ),
+            LiveMessage::Close(close) => panic!("closed: {close:?}"),
+            _ => {}
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let start = text
+        .find("1\r\n2\r\n3\r\n")
+        .unwrap_or_else(|| panic!("the flood's start: {}", &text[..text.len().min(500)]));
+    let mut expected = 1u64;
+    for line in text[start..].split("\r\n") {
+        if line.is_empty() || !line.bytes().all(|b| b.is_ascii_digit()) {
+            break;
+        }
+        assert_eq!(line, expected.to_string(), "every line once, in order");
+        expected += 1;
+    }
+    assert!(
+        expected > 100_000,
+        "the flood went on for a while: {expected} lines"
+    );
+}
+
+/// The next message, or a panic after the test timeout.
+async fn next(socket: &mut ptyhub_client::LiveSocket) -> LiveMessage {
+    match tokio::time::timeout(default_timeout(), socket.next()).await {
+        Ok(Some(Ok(message))) => message,
+        other => panic!("no message from the attach connection: {other:?}"),
+    }
+}
+
+/// Types `data` through an `input` frame.
+async fn send(socket: &mut ptyhub_client::LiveSocket, data: &str) {
+    let frame = json!({ "type": "input", "data": data }).to_string();
+    socket
+        .send(LiveMessage::Text(frame.into()))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
 }
 
 fn tempfile_dir() -> tempfile::TempDir {

@@ -766,11 +766,16 @@ impl Connection {
     /// Records that the client has everything up to `seq` (a durable relay's next replay
     /// starts after it).
     pub fn delivered(&self, seq: Seq) {
-        if let LiveMode::Relay { durable: true } = self.mode {
-            let mut state = self.hub.lock();
-            if state.relay == Some(self.id) {
-                state.relay_delivered = state.relay_delivered.max(seq);
-            }
+        self.delivery().delivered(seq);
+    }
+
+    /// What records this connection's deliveries from another task (the one that writes to
+    /// the client).
+    pub fn delivery(&self) -> Delivery {
+        Delivery {
+            hub: Arc::clone(&self.hub),
+            id: self.id,
+            mode: self.mode,
         }
     }
 
@@ -820,6 +825,27 @@ impl Connection {
                 .map(|c| c.id)
         });
         answerer == Some(self.id)
+    }
+}
+
+/// Records what a connection's client has received, from whichever task writes to it; once
+/// the connection is gone (or another relay took over) it records nothing.
+#[derive(Clone)]
+pub struct Delivery {
+    hub: Arc<Hub>,
+    id: u64,
+    mode: LiveMode,
+}
+
+impl Delivery {
+    /// The client has everything up to `seq` (a durable relay's next replay starts after it).
+    pub fn delivered(&self, seq: Seq) {
+        if let LiveMode::Relay { durable: true } = self.mode {
+            let mut state = self.hub.lock();
+            if state.relay == Some(self.id) {
+                state.relay_delivered = state.relay_delivered.max(seq);
+            }
+        }
     }
 }
 
