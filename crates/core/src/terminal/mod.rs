@@ -493,11 +493,11 @@ impl TerminalHandle {
 
     /// Waits until input can be typed at the prompt: through a new shell's start (at most
     /// `limit`), then, for a shell whose line editor never says when it reads,
-    /// until it is seen reading (at most [`SILENT_EDITOR_WAIT`]; see
+    /// until it is seen reading (at most 2 s; see
     /// [`ShellState::is_editor_silent`]). At once when a command runs or the terminal ended:
     /// what then is for the caller to find out.
     ///
-    /// A shell still starting after `limit` (or [`FIRST_PROMPT_TIMEOUT`]) is
+    /// A shell still starting after `limit` (or 20 s) is
     /// [`TerminalError::FirstPromptTimeout`], with what its screen shows.
     pub async fn wait_for_editor(&self, limit: Option<Duration>) -> Result<(), TerminalError> {
         let started = Instant::now();
