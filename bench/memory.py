@@ -216,7 +216,7 @@ def soak(server: Ptyhub, n: int, secs: float) -> dict:
 
 def parts(mib: float) -> dict | None:
     """Runs the in-process breakdown (crates/core/examples/memory_parts.rs)."""
-    r = subprocess.run(["cargo", "run", "-q", "--release", "-p", "ptyhub-core", "--example",
+    r = subprocess.run(["cargo", "run", "-q", "-p", "ptyhub-core", "--example",
                         "memory_parts", "--", str(mib)], cwd=REPO, capture_output=True, text=True)
     if r.returncode != 0:
         log(f"memory_parts failed: {r.stderr[-500:]}")
@@ -294,7 +294,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ptyhub", help="ptyhub binary (as bench/run.py finds it by default)")
     p.add_argument("--label", default="", help="a word for the result file names (before, after)")
-    p.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    p.add_argument("--workloads", nargs="*", choices=WORKLOADS, default=list(WORKLOADS))
     p.add_argument("--flood-n", type=int, default=20)
     p.add_argument("--flood-mib", type=float, default=5.0)
     p.add_argument("--cycles", type=int, default=500)
