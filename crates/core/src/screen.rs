@@ -18,7 +18,7 @@ use serde::Serialize;
 pub const SCROLLBACK_LINES: usize = 10_000;
 /// Scrollback rows the emulator keeps as cells (and reflows on resize); older rows are text.
 pub const EMULATOR_SCROLLBACK_LINES: usize = 200;
-/// Most text (bytes, with a per-row overhead of [`TEXT_ROW_OVERHEAD_BYTES`]) the rows older
+/// Most text (bytes, with a per-row overhead of 32 bytes counted) the rows older
 /// than the emulator's hold: enough for all 10,000 rows of a 200-column terminal.
 pub const SCROLLBACK_TEXT_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// What one text row costs beyond its characters (its pointer, length and allocation).
