@@ -36,7 +36,7 @@ use ptyhub_protocol::api::{CommandResult, ExecParams, JobParams, RunningState};
 use crate::output_window::OutputWindow;
 use crate::plain_text::{TRUNCATE_CHARS, truncate_middle};
 use crate::registry::Registry;
-use crate::terminal::{ExecRequest, TerminalHandle};
+use crate::terminal::{ExecRequest, OutputExtent, TerminalHandle};
 
 /// `no_change_timeout` of a waiting exec when neither the caller nor the terminal set one:
 /// seconds without output before ^C.
@@ -268,6 +268,15 @@ impl ExecOptions {
         if self.is_async { None } else { self.timeout }
     }
 
+    /// How much of a long output the answer needs: a truncated one without a window only
+    /// its ends (the terminal's memory has them; the whole text is read from the log).
+    fn output_extent(&self) -> OutputExtent {
+        match self.window {
+            None if self.is_truncated => OutputExtent::for_truncation(self.truncate_chars),
+            _ => OutputExtent::Whole,
+        }
+    }
+
     /// Shapes a result for the caller: the command as sent, the output cut to the window
     /// asked for (with where it lies), else truncated ([`truncate_output`]) unless `truncate`
     /// was false, and the console history only when asked (`include_console`).
@@ -317,7 +326,10 @@ impl Submitted {
 
     /// The command's result as it stands now, shaped.
     pub async fn result_now(&self) -> Result<CommandResult, TerminalError> {
-        let result = self.handle.command_result(Some(self.command_id)).await?;
+        let result = self
+            .handle
+            .command_result_for(Some(self.command_id), self.options.output_extent())
+            .await?;
         Ok(self.options.shape(result))
     }
 
@@ -330,7 +342,11 @@ impl Submitted {
         if !self.options.is_input_returned {
             let result = self
                 .handle
-                .wait_command(Some(self.command_id), self.options.timeout)
+                .wait_command_for(
+                    Some(self.command_id),
+                    self.options.timeout,
+                    self.options.output_extent(),
+                )
                 .await?;
             return Ok(self.options.shape(result));
         }

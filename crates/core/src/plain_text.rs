@@ -6,18 +6,22 @@
 //! look on screen, turns `\r\n` into `\n`, drops every escape sequence (colours, titles,
 //! shell-integration marks) and decodes UTF-8 across reads (invalid bytes become U+FFFD).
 //! Trailing spaces and tabs are kept, so ordinary text output comes back byte for byte.
-//! Memory is bounded: past [`CAPTURE_MAX_BYTES`] the middle is dropped and counted.
+//! Memory is bounded: past [`CAPTURE_MAX_BYTES`] (or the bound given to
+//! [`PlainText::with_max_bytes`]) the middle is dropped and counted.
 
-/// Most text kept for one command (head and tail halves).
+/// Most text kept for one command (head and tail halves) when it is read back from the log.
 pub const CAPTURE_MAX_BYTES: usize = 32 * 1024 * 1024;
+/// How the line that stands for the dropped middle of a cut text ends.
+pub const OMITTED_MARKER_END: &str = " bytes of output omitted ...]\n";
 
 pub struct PlainText {
     parser: vte::Parser,
     sink: Sink,
 }
 
-#[derive(Default)]
 struct Sink {
+    /// Most bytes of text kept: a head of up to half of it, a tail of a quarter to a half.
+    max_bytes: usize,
     /// Finished lines, each ending in `\n` (the head, once the cap is reached).
     head: String,
     /// Finished lines after the head was frozen, trimmed from the front when too long.
@@ -36,10 +40,37 @@ impl Default for PlainText {
 
 impl PlainText {
     pub fn new() -> Self {
+        Self::with_max_bytes(CAPTURE_MAX_BYTES)
+    }
+
+    /// Keeps at most about `max_bytes` of text: the first half of that and the newest
+    /// quarter to half, with the count of what was dropped between them.
+    pub fn with_max_bytes(max_bytes: usize) -> Self {
         Self {
             parser: vte::Parser::new(),
-            sink: Sink::default(),
+            sink: Sink {
+                max_bytes,
+                head: String::new(),
+                tail: String::new(),
+                is_head_frozen: false,
+                omitted_bytes: 0,
+                line: Vec::new(),
+                col: 0,
+            },
         }
+    }
+
+    /// Whether part of the text was dropped to stay within the bound.
+    pub fn is_cut(&self) -> bool {
+        self.sink.omitted_bytes > 0
+    }
+
+    /// Gives back what the buffers hold beyond their text (a finished command's capture
+    /// stays as long as it is the last one).
+    pub fn shrink_to_fit(&mut self) {
+        self.sink.head.shrink_to_fit();
+        self.sink.tail.shrink_to_fit();
+        self.sink.line.shrink_to_fit();
     }
 
     pub fn feed(&mut self, bytes: &[u8]) {
@@ -52,10 +83,7 @@ impl PlainText {
         let mut out = String::with_capacity(s.head.len() + s.tail.len() + s.line.len() + 64);
         out.push_str(&s.head);
         if s.omitted_bytes > 0 {
-            out.push_str(&format!(
-                "[... {} bytes of output omitted ...]\n",
-                s.omitted_bytes
-            ));
+            out.push_str(&format!("[... {}{OMITTED_MARKER_END}", s.omitted_bytes));
         }
         out.push_str(&s.tail);
         out.extend(s.line.iter());
@@ -74,19 +102,31 @@ impl PlainText {
 }
 
 impl Sink {
+    /// The longest unfinished line kept as characters (4 bytes each): beyond it, what the line
+    /// holds is moved to the text, and the cursor cannot move back into it.
+    fn line_max_chars(&self) -> usize {
+        (self.max_bytes / 16).max(4096)
+    }
+
     fn commit_line(&mut self) {
+        self.commit(true);
+    }
+
+    fn commit(&mut self, is_line_end: bool) {
         let target = if self.is_head_frozen {
             &mut self.tail
         } else {
             &mut self.head
         };
         target.extend(self.line.drain(..));
-        target.push('\n');
+        if is_line_end {
+            target.push('\n');
+        }
         self.col = 0;
-        if !self.is_head_frozen && self.head.len() > CAPTURE_MAX_BYTES / 2 {
+        if !self.is_head_frozen && self.head.len() > self.max_bytes / 2 {
             self.is_head_frozen = true;
-        } else if self.tail.len() > CAPTURE_MAX_BYTES / 2 {
-            let mut cut = self.tail.len() - CAPTURE_MAX_BYTES / 4;
+        } else if self.tail.len() > self.max_bytes / 2 {
+            let mut cut = self.tail.len() - self.max_bytes / 4;
             while !self.tail.is_char_boundary(cut) {
                 cut += 1;
             }
@@ -96,6 +136,11 @@ impl Sink {
     }
 
     fn put(&mut self, c: char) {
+        if self.col >= self.line_max_chars() {
+            // A line this long is not a progress bar: keep what it shows and go on.
+            self.line.resize(self.col.min(self.line_max_chars()), ' ');
+            self.commit(false);
+        }
         if self.col < self.line.len() {
             self.line[self.col] = c;
         } else {
@@ -103,6 +148,11 @@ impl Sink {
             self.line.push(c);
         }
         self.col += 1;
+    }
+
+    /// Moves the cursor right, never past the longest line kept.
+    fn forward(&mut self, n: usize) {
+        self.col = self.col.saturating_add(n).min(self.line_max_chars());
     }
 }
 
@@ -155,9 +205,12 @@ impl vte::Perform for Sink {
                 }
                 _ => self.line.clear(),
             },
-            'C' => self.col += first_param(params, 1),
+            'C' => self.forward(first_param(params, 1)),
             'D' => self.col = self.col.saturating_sub(first_param(params, 1)),
-            'G' => self.col = first_param(params, 1) - 1,
+            'G' => {
+                self.col = 0;
+                self.forward(first_param(params, 1) - 1);
+            }
             _ => {}
         }
     }
@@ -186,6 +239,31 @@ mod tests {
         assert_eq!(clean(&[b"10%\r50%\r100%\r\n"]), "100%\n");
         assert_eq!(clean(&[b"abc\x08\x08X\r\n"]), "aXc\n");
         assert_eq!(clean(&[b"long line\r\x1b[Kshort\n"]), "short\n");
+    }
+
+    #[test]
+    fn memory_is_bounded_by_the_cap_with_head_and_tail_kept() {
+        let mut text = PlainText::with_max_bytes(64 * 1024);
+        for i in 0..100_000 {
+            text.feed(format!("line {i}\r\n").as_bytes());
+        }
+        assert!(text.is_cut());
+        assert!(text.len() <= 64 * 1024 + 64);
+        let out = text.text();
+        assert!(out.starts_with("line 0\nline 1\n"));
+        assert!(out.ends_with("line 99998\nline 99999\n"));
+        assert!(out.contains("bytes of output omitted"));
+    }
+
+    #[test]
+    fn a_line_without_end_and_cursor_jumps_stay_bounded() {
+        let mut text = PlainText::with_max_bytes(64 * 1024);
+        text.feed(&b"x".repeat(200_000));
+        for _ in 0..1000 {
+            text.feed(b"\x1b[65535Cy");
+        }
+        assert!(text.len() <= 64 * 1024 + 4096 * 4);
+        assert!(text.text().starts_with(&"x".repeat(10_000)));
     }
 
     #[test]

@@ -296,8 +296,9 @@ impl Registry {
     }
 
     /// Closes idle terminals (and trims the heap) in the background for as long as the
-    /// registry lives.
+    /// registry lives; tunes the allocator for a server first (docs/memory.md).
     pub fn spawn_idle_reaper(self: &Arc<Self>) {
+        crate::memory::tune_for_server();
         let weak = Arc::downgrade(self);
         let period = (self.config.limits.idle_close / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(60));

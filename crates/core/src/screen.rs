@@ -1,11 +1,28 @@
 //! The VT screen of a terminal: an avt emulator with scrollback, fed through a stateful UTF-8
 //! decoder (a multi-byte character split across two PTY reads is decoded whole; invalid bytes
 //! become U+FFFD). The raw bytes stay untouched in the event log.
+//!
+//! Memory is bounded per terminal (docs/memory.md): the emulator keeps its cells (a character
+//! with its colours, 16 bytes, for every column of a row) for the visible rows and the newest
+//! [`EMULATOR_SCROLLBACK_LINES`] above them only; a row that scrolls further up is kept as its
+//! text, trailing spaces trimmed, which is all a reader of the scrollback gets of it. Of those
+//! older rows at most [`SCROLLBACK_LINES`] in all and [`SCROLLBACK_TEXT_MAX_BYTES`] of text are
+//! kept, the oldest going first.
 
+use std::collections::VecDeque;
+
+use avt::observer::{Observation, Observer};
 use serde::Serialize;
 
-/// Scrollback lines kept by the emulator (docs/compatibility.md#defaults).
+/// Scrollback lines kept (docs/compatibility.md#defaults), text rows and emulator rows together.
 pub const SCROLLBACK_LINES: usize = 10_000;
+/// Scrollback rows the emulator keeps as cells (and reflows on resize); older rows are text.
+pub const EMULATOR_SCROLLBACK_LINES: usize = 200;
+/// Most text (bytes, with a per-row overhead of 32 bytes counted) the rows older
+/// than the emulator's hold: enough for all 10,000 rows of a 200-column terminal.
+pub const SCROLLBACK_TEXT_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// What one text row costs beyond its characters (its pointer, length and allocation).
+const TEXT_ROW_OVERHEAD_BYTES: usize = 32;
 
 /// Decodes a byte stream to text, carrying an incomplete trailing sequence to the next call.
 #[derive(Default)]
@@ -99,6 +116,57 @@ impl ScreenView {
 pub struct Screen {
     vt: avt::Terminal,
     decoder: Utf8Decoder,
+    /// Rows older than the emulator's scrollback, as text, oldest first.
+    older: TextRows,
+}
+
+/// Scrollback rows kept as text, bounded in rows and bytes.
+#[derive(Default)]
+struct TextRows {
+    rows: VecDeque<Box<str>>,
+    bytes: usize,
+}
+
+impl TextRows {
+    fn push(&mut self, text: &str) {
+        self.bytes += text.len() + TEXT_ROW_OVERHEAD_BYTES;
+        self.rows.push_back(text.into());
+        while self.rows.len() > SCROLLBACK_LINES - EMULATOR_SCROLLBACK_LINES
+            || self.bytes > SCROLLBACK_TEXT_MAX_BYTES
+        {
+            let Some(old) = self.rows.pop_front() else {
+                break;
+            };
+            self.bytes -= old.len() + TEXT_ROW_OVERHEAD_BYTES;
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = Self::default();
+    }
+}
+
+/// Turns the rows the emulator evicts into text rows; a hard reset (RIS) clears them, as it
+/// clears the emulator's own scrollback.
+struct Evictions<'a>(&'a mut TextRows);
+
+impl Observer for Evictions<'_> {
+    type Output = ();
+
+    fn before(&mut self, _: &mut Observation<'_>, operation: &avt::Operation) {
+        if matches!(
+            operation,
+            avt::Operation::Function(avt::parser::Function::Ris)
+        ) {
+            self.0.clear();
+        }
+    }
+
+    fn evicted(&mut self, _: &mut Observation<'_>, line: &avt::Line) {
+        self.0.push(line.text().trim_end());
+    }
+
+    fn end(&mut self, _: &mut Observation<'_>) {}
 }
 
 impl Screen {
@@ -106,23 +174,27 @@ impl Screen {
         let vt = avt::Terminal::with_scrollback(
             usize::from(cols.max(1)),
             usize::from(rows.max(1)),
-            Some(SCROLLBACK_LINES),
+            Some(EMULATOR_SCROLLBACK_LINES),
         );
         Self {
             // Both dimensions are at least 1, so construction cannot fail; fall back anyway.
             vt: vt.unwrap_or_else(|_| fallback_terminal()),
             decoder: Utf8Decoder::default(),
+            older: TextRows::default(),
         }
     }
 
     pub fn feed(&mut self, bytes: &[u8]) {
         let text = self.decoder.decode(bytes);
-        self.vt.feed(text.as_str());
+        self.vt.feed_with(text.as_str(), Evictions(&mut self.older));
     }
 
     pub fn resize(&mut self, cols: u16, rows: u16) {
-        self.vt
-            .resize(usize::from(cols.max(1)), usize::from(rows.max(1)));
+        self.vt.resize_with(
+            usize::from(cols.max(1)),
+            usize::from(rows.max(1)),
+            Evictions(&mut self.older),
+        );
     }
 
     pub fn size(&self) -> (u16, u16) {
@@ -156,11 +228,18 @@ impl Screen {
 
     /// Every rendered line, scrollback first, trailing spaces trimmed.
     pub fn all_lines(&self) -> Vec<String> {
-        self.vt
+        // The text rows are older than the emulator's rows only on the primary screen (the
+        // alternate screen has no scrollback).
+        let older = self.older.rows.iter().map(|row| row.to_string());
+        let emulated = self
+            .vt
             .screen()
             .all_lines()
-            .map(|line| line.text().trim_end().to_owned())
-            .collect()
+            .map(|line| line.text().trim_end().to_owned());
+        if self.vt.active_screen_kind() == avt::ScreenKind::Alternate {
+            return emulated.collect();
+        }
+        older.chain(emulated).collect()
     }
 
     /// Escape sequences that repaint this screen on a fresh terminal of the same size.
@@ -216,5 +295,36 @@ mod tests {
         assert_eq!((view.cursor_row, view.cursor_col), (1, 5));
         screen.resize(40, 10);
         assert_eq!(screen.size(), (40, 10));
+    }
+
+    #[test]
+    fn scrollback_keeps_its_lines_as_text_past_the_emulators_rows() {
+        let mut screen = Screen::new(20, 4);
+        for i in 0..12_000 {
+            screen.feed(format!("\x1b[1;3{}mline {i}\x1b[0m\r\n", i % 8).as_bytes());
+        }
+        let lines = screen.all_lines();
+        // 10,000 scrollback lines and the 4 visible rows (the last one empty), in order.
+        assert_eq!(lines.len(), SCROLLBACK_LINES + 4);
+        let expected: Vec<String> = (1997..12_000).map(|i| format!("line {i}")).collect();
+        assert_eq!(lines[..SCROLLBACK_LINES + 3], expected[..]);
+        assert_eq!(lines[SCROLLBACK_LINES + 3], "");
+        // A hard reset forgets the scrollback, text rows included.
+        screen.feed(b"\x1bc");
+        assert_eq!(screen.all_lines().len(), 4);
+    }
+
+    #[test]
+    fn scrollback_text_is_bounded_in_bytes() {
+        let mut screen = Screen::new(1000, 2);
+        let long = "x".repeat(1000);
+        for _ in 0..5000 {
+            screen.feed(format!("{long}\r\n").as_bytes());
+        }
+        let kept = SCROLLBACK_TEXT_MAX_BYTES / (1000 + TEXT_ROW_OVERHEAD_BYTES);
+        assert_eq!(
+            screen.all_lines().len(),
+            kept + EMULATOR_SCROLLBACK_LINES + 2
+        );
     }
 }

@@ -30,6 +30,18 @@ pub const CONSOLE_HISTORY_MAX: usize = 100;
 pub const TIMELINE_MAX: usize = 10_000;
 /// Most output kept in memory for a line the shell never ran (its error message).
 const UNSTARTED_OUTPUT_MAX_CHARS: usize = 4096;
+/// Most clean text of the running (or last) command kept in memory: its first 256 KiB and
+/// its newest 128 to 256 KiB (docs/memory.md). That is more than any truncated answer shows
+/// (its first and last 15,000 characters); an answer that needs the whole text reads it back
+/// from the log ([`CommandRecord::is_output_cut`]).
+pub const LIVE_OUTPUT_MAX_BYTES: usize = 512 * 1024;
+/// The most characters a truncated answer (half from each end) can take from the kept text
+/// and still be exactly what the whole text gives: the kept head and tail hold at least a
+/// quarter of [`LIVE_OUTPUT_MAX_BYTES`] each, at most 4 bytes a character.
+pub const LIVE_OUTPUT_ENDS_CHARS: usize = LIVE_OUTPUT_MAX_BYTES / 8;
+/// Most text kept of what a submitted line printed before it started (its echo, or the
+/// shell's complaint about it).
+const BEFORE_START_MAX_BYTES: usize = 64 * 1024;
 /// What bash reports for a line it refused (a syntax error).
 const REFUSED_EXIT_CODE: i32 = 2;
 /// What bash reports for a line abandoned with ^C.
@@ -302,6 +314,12 @@ pub struct CommandRecord {
 }
 
 impl CommandRecord {
+    /// Whether the middle of the output was dropped from memory (it was longer than
+    /// [`LIVE_OUTPUT_MAX_BYTES`]); the log still has all of it.
+    pub fn is_output_cut(&self) -> bool {
+        self.output.is_cut()
+    }
+
     pub fn output(&self) -> String {
         let mut text = self.output.text();
         if text.ends_with('\n') {
@@ -553,8 +571,8 @@ impl CommandTracker {
             exit_code: None,
             interrupted_as: None,
             is_exec,
-            output: PlainText::new(),
-            before_start: PlainText::new(),
+            output: PlainText::with_max_bytes(LIVE_OUTPUT_MAX_BYTES),
+            before_start: PlainText::with_max_bytes(BEFORE_START_MAX_BYTES),
         });
         id
     }
@@ -683,7 +701,7 @@ impl CommandTracker {
     pub fn forget_output(&mut self) {
         if let Some(record) = &mut self.current {
             record.output = PlainText::new();
-            record.before_start = PlainText::new();
+            record.before_start = PlainText::with_max_bytes(BEFORE_START_MAX_BYTES);
         }
         self.since_prompt = PlainText::new();
     }
@@ -758,6 +776,11 @@ impl CommandTracker {
     }
 
     fn archive(&mut self) {
+        if let Some(record) = &mut self.current {
+            // The record stays as the last command until the next starts: no spare capacity.
+            record.output.shrink_to_fit();
+            record.before_start = PlainText::with_max_bytes(0);
+        }
         if let Some(record) = &self.current {
             let unstarted_output = record.output_start.is_none().then(|| {
                 record

@@ -189,3 +189,28 @@ async fn a_restarted_registry_finds_its_terminals_and_their_history() {
     );
     assert_eq!(second.list("ann", true).await.len(), 1);
 }
+
+#[tokio::test]
+async fn a_closed_terminal_leaves_no_actor_behind() {
+    let s = setup();
+    let registry = registry(&s, 20);
+    for i in 0..20 {
+        let id = format!("t{i}");
+        let (handle, _) = registry.create("ann", spec(&id)).await.expect("created");
+        let mut applied = handle.seq();
+        registry.close("ann", &id).await.expect("closed");
+        drop(handle);
+        // The actor owns the sending side of `seq`: it is gone once that side is dropped.
+        let ended = tokio::time::timeout(Duration::from_secs(30), async {
+            while applied.changed().await.is_ok() {}
+        })
+        .await;
+        assert!(
+            ended.is_ok(),
+            "the actor of closed terminal {id} still runs"
+        );
+        assert!(registry.get("ann", &id).await.is_err());
+    }
+    assert_eq!(registry.list("ann", true).await.len(), 20);
+    assert!(registry.list("ann", false).await.is_empty());
+}

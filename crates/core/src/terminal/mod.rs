@@ -34,6 +34,9 @@ pub mod signal;
 #[cfg(test)]
 mod tests;
 pub mod timeline;
+mod whole_output;
+
+pub use whole_output::OutputExtent;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -335,7 +338,11 @@ impl TerminalHandle {
         let (seq_tx, seq) = watch::channel(Seq::ZERO);
         let live = std::sync::Arc::new(live::Hub::default());
         let actor = Actor::new(dir, meta, backend, seq_tx, std::sync::Arc::clone(&live));
-        tokio::spawn(actor.run(rx));
+        tokio::spawn(async move {
+            actor.run(rx).await;
+            // The actor and everything it held are dropped now: give the freed pages back.
+            crate::memory::trim_heap();
+        });
         Self {
             tx,
             seq,
@@ -374,6 +381,16 @@ impl TerminalHandle {
         id: Option<u64>,
         limit: Option<Duration>,
     ) -> Result<CommandResult, TerminalError> {
+        self.wait_command_for(id, limit, OutputExtent::Whole).await
+    }
+
+    /// [`Self::wait_command`] for an answer that needs `extent` of a long output.
+    pub async fn wait_command_for(
+        &self,
+        id: Option<u64>,
+        limit: Option<Duration>,
+        extent: OutputExtent,
+    ) -> Result<CommandResult, TerminalError> {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Request::Wait(id, reply))
@@ -384,18 +401,50 @@ impl TerminalHandle {
             None => Some(answer.await),
         };
         match finished {
-            Some(Ok(result)) => Ok(result),
-            _ => self.command_result(id).await,
+            Some(Ok(result)) => Ok(self.with_output(id, result, extent).await),
+            _ => self.command_result_for(id, extent).await,
         }
     }
 
     /// The command as it stands now.
     pub async fn command_result(&self, id: Option<u64>) -> Result<CommandResult, TerminalError> {
-        self.ask(|reply| Request::Result(id, reply)).await
+        self.command_result_for(id, OutputExtent::Whole).await
+    }
+
+    /// [`Self::command_result`] for an answer that needs `extent` of a long output.
+    pub async fn command_result_for(
+        &self,
+        id: Option<u64>,
+        extent: OutputExtent,
+    ) -> Result<CommandResult, TerminalError> {
+        let result = self.ask(|reply| Request::Result(id, reply)).await?;
+        Ok(self.with_output(id, result, extent).await)
+    }
+
+    /// `result` with the command's whole output when the actor kept only part of it and the
+    /// answer needs it.
+    async fn with_output(
+        &self,
+        id: Option<u64>,
+        mut result: CommandResult,
+        extent: OutputExtent,
+    ) -> CommandResult {
+        if extent == OutputExtent::Whole
+            && let Some(output) = &result.output
+            && let Some(whole) = whole_output::restore(self, id, result.status, output).await
+        {
+            result.output = Some(whole);
+        }
+        result
     }
 
     pub async fn screen(&self) -> Result<ScreenResponse, TerminalError> {
-        self.ask(Request::Screen).await
+        let mut screen = self.ask(Request::Screen).await?;
+        if let Some(whole) = whole_output::restore(self, None, screen.status, &screen.output).await
+        {
+            screen.output = whole;
+        }
+        Ok(screen)
     }
 
     /// The current command's status and output so far: what a stream of its output needs,

@@ -471,3 +471,55 @@ async fn a_command_waiting_for_input_ends_the_wait_early() {
     assert_eq!(ended.wait_reason, None);
     assert_eq!(ended.result.exit_code, Some(0));
 }
+
+#[tokio::test]
+async fn a_long_output_is_answered_whole_although_memory_keeps_only_its_ends() {
+    let t = start(&[&prompt()]);
+    let id = t.handle.exec(exec("big")).await.expect("submitted");
+    let lines: Vec<String> = (0..150_000).map(|i| format!("line {i}")).collect();
+    t.fake
+        .output(&[b"big\r\n".to_vec(), b"\x1b[?2004l".to_vec(), mark("C")].concat());
+    for chunk in lines.chunks(5000) {
+        t.fake
+            .output(format!("{}\r\n", chunk.join("\r\n")).as_bytes());
+    }
+    t.fake.output(&[mark("D;0"), prompt()].concat());
+    let whole = lines.join("\n");
+    assert!(whole.len() > 2 * crate::tracker::LIVE_OUTPUT_MAX_BYTES);
+    let result = t
+        .handle
+        .wait_command(Some(id), Some(Duration::from_secs(30)))
+        .await
+        .expect("a result");
+    assert_eq!(result.status, CommandStatus::Completed);
+    assert!(
+        result.output.as_deref() == Some(whole.as_str()),
+        "the whole output"
+    );
+    let now = t.handle.command_result(None).await.expect("a result");
+    assert!(now.output.as_deref() == Some(whole.as_str()));
+    // A truncated answer takes the kept ends without reading the log, and is the same.
+    let ends = t
+        .handle
+        .command_result_for(Some(id), super::OutputExtent::Ends)
+        .await
+        .expect("a result")
+        .output
+        .unwrap_or_default();
+    assert!(ends.len() < whole.len(), "memory keeps only the ends");
+    let truncate = |text: &str| {
+        crate::plain_text::truncate_middle(text, crate::tracker::LIVE_OUTPUT_ENDS_CHARS)
+    };
+    assert!(truncate(&ends) == truncate(&whole));
+    let screen = t.handle.screen().await.expect("the screen");
+    assert!(screen.output == whole);
+    // The console record is the output's first and last 15,000 characters, as before.
+    let console = now.console.unwrap_or_default();
+    assert_eq!(
+        console.last().map(|c| c.output.clone()),
+        Some(crate::plain_text::truncate_middle(
+            &whole,
+            crate::plain_text::TRUNCATE_CHARS
+        ))
+    );
+}
