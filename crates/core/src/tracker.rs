@@ -685,15 +685,18 @@ impl CommandTracker {
         let shown = self.since_prompt.text();
         let (line, col) = self.typing_at.unwrap_or((0, 0));
         let line = shown.split('\n').nth(line).unwrap_or_default();
+        let prompt = self.last_prompt.as_str();
         let typed: String = if self.typing_at.is_some() {
             line.chars().skip(col).collect()
         } else {
-            let prompt = self.last_prompt.as_str();
-            line.strip_prefix(prompt)
-                .filter(|_| !prompt.is_empty())
-                .unwrap_or(line)
-                .to_owned()
+            line.to_owned()
         };
+        // Typed before this side had seen the prompt drawn (a busy machine), the position is
+        // the line's start, and the prompt is still in front of the text.
+        let typed = typed
+            .strip_prefix(prompt)
+            .filter(|_| !prompt.is_empty())
+            .unwrap_or(&typed);
         typed.trim().to_owned()
     }
 

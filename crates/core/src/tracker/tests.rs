@@ -165,6 +165,27 @@ fn a_typed_line_is_a_timeline_record_with_its_text_and_positions() {
     assert_eq!(console[0].command, "");
 }
 
+/// Typed before the prompt was applied (a busy machine): the text is still the typed line, not
+/// the prompt in front of it.
+#[test]
+fn a_line_typed_before_its_prompt_was_seen_is_recorded_without_the_prompt() {
+    let mut tracker = CommandTracker::new(N);
+    let prompt = [mark("A"), b"\x1b[?2004hroot@vm:/tmp# ".to_vec()].concat();
+    tracker.feed(&prompt);
+    // An exec first, so the prompt is known; its end mark is applied, its next prompt not yet
+    // when the line is typed.
+    tracker.submit("true", "true");
+    tracker.feed(&[b"true\r\n".to_vec(), mark("C"), mark("D;0")].concat());
+    tracker.typing();
+    tracker.feed(&[prompt.clone(), b"echo typed\r\n".to_vec()].concat());
+    tracker.feed(&[mark("C"), b"typed\r\n".to_vec(), mark("D;0"), mark("A")].concat());
+    let entries: Vec<_> = tracker.timeline().cloned().collect();
+    assert_eq!(
+        entries.last().map(|e| e.entry.command.as_str()),
+        Some("echo typed")
+    );
+}
+
 /// A replay that meets the notes the live tracker had the holder log rebuilds the same
 /// timeline and console: same ids, texts, directories and exit codes.
 #[test]
