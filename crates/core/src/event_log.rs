@@ -254,6 +254,12 @@ impl EventLog {
     /// Appends one event with the next `seq` and returns it. Rotates first when the event
     /// would make the active segment pass the segment size.
     pub fn append(&mut self, kind: EventKind) -> io::Result<Seq> {
+        self.try_append(kind).map_err(|(error, _)| error)
+    }
+
+    /// [`Self::append`], giving the event back when the log refuses it (a writer that keeps
+    /// it for later need not copy it first).
+    pub fn try_append(&mut self, kind: EventKind) -> Result<Seq, (io::Error, EventKind)> {
         let seq = self.last_seq.next();
         let event = Event {
             seq,
@@ -261,7 +267,15 @@ impl EventLog {
             kind,
         };
         let mut line = Vec::with_capacity(128);
-        event.write_json_line(&mut line).map_err(io::Error::other)?;
+        if let Err(error) = event.write_json_line(&mut line) {
+            return Err((io::Error::other(error), event.kind));
+        }
+        self.write_line(seq, &line)
+            .map_err(|error| (error, event.kind))
+    }
+
+    /// Writes one serialized event line with `seq`, rotating first when it is due.
+    fn write_line(&mut self, seq: Seq, line: &[u8]) -> io::Result<Seq> {
         if self.active.len > 0 && self.active.len + line.len() as u64 > self.rotate_at {
             match self.rotate() {
                 Ok(()) => self.rotate_at = self.segment_max,
@@ -276,7 +290,7 @@ impl EventLog {
             self.active.file.set_len(self.active.len)?;
             self.is_tail_torn = false;
         }
-        if let Err(error) = self.active.file.write_all(&line) {
+        if let Err(error) = self.active.file.write_all(line) {
             // A full disk can take part of the line: cut it, so the file ends with whole lines
             // and the next append continues where readers expect it.
             self.is_tail_torn = self.active.file.set_len(self.active.len).is_err();

@@ -210,9 +210,10 @@ fn push_text(tokens: &mut Vec<Token>, text: &[u8]) {
     }
 }
 
-/// How an OSC body ends, as a terminal parses it.
+/// How an OSC body ends, as a terminal parses it (also what a recording's filter of the
+/// integration's marks must agree on: `ptyhub terminal export`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum OscEnd {
+pub enum OscEnd {
     /// Terminated by BEL or `ESC \`: the body's length and the terminator's.
     Complete { body_len: usize, end_len: usize },
     /// Cut off at byte `at` of the body: by an `ESC` that begins another sequence, or by CAN
@@ -223,7 +224,8 @@ enum OscEnd {
     Incomplete,
 }
 
-fn find_osc_end(data: &[u8]) -> OscEnd {
+/// How the OSC body at the start of `data` (the bytes after `ESC ]`) ends.
+pub fn find_osc_end(data: &[u8]) -> OscEnd {
     /// CAN and SUB cancel a control string.
     const CAN: u8 = 0x18;
     const SUB: u8 = 0x1a;

@@ -14,6 +14,8 @@
 //!   dropped: exec clears the line first (`^E^U`), and a line editor rings the bell for it when
 //!   the line is already empty. Bells anywhere else are the programs' own and stay.
 
+use ptyhub_core::tracker::{OscEnd, find_osc_end};
+
 /// An OSC longer than this is not a mark: its bytes pass through as text.
 const MARK_MAX_BYTES: usize = 4096;
 /// Nonces remembered for redaction (one per terminal instance met in the recording).
@@ -26,9 +28,6 @@ const RC_PREFIXES: [&str; 3] = ["bashrc-", "shrc-", "zdotdir-"];
 
 const ESC: u8 = 0x1b;
 const BEL: u8 = 0x07;
-/// CAN and SUB cancel a control string.
-const CAN: u8 = 0x18;
-const SUB: u8 = 0x1a;
 
 /// The mark a dropped sequence was, for whoever follows commands through it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,46 +46,6 @@ pub struct IntegrationFilter {
     /// Between an exec's note and its command's start: lone bells are the integration's.
     is_after_exec_note: bool,
     nonces: Vec<Vec<u8>>,
-}
-
-/// How an OSC that starts at some `ESC ]` ends.
-enum OscEnd {
-    /// The body's length and the terminator's.
-    Complete {
-        body_len: usize,
-        end_len: usize,
-    },
-    /// Not a sequence after all, as a terminal sees it: cut off after `at` bytes of the body.
-    Aborted {
-        at: usize,
-    },
-    Incomplete,
-}
-
-fn find_osc_end(body: &[u8]) -> OscEnd {
-    for (i, &b) in body.iter().enumerate() {
-        match b {
-            BEL => {
-                return OscEnd::Complete {
-                    body_len: i,
-                    end_len: 1,
-                };
-            }
-            ESC => {
-                return match body.get(i + 1) {
-                    Some(b'\\') => OscEnd::Complete {
-                        body_len: i,
-                        end_len: 2,
-                    },
-                    Some(_) => OscEnd::Aborted { at: i },
-                    None => OscEnd::Incomplete,
-                };
-            }
-            CAN | SUB => return OscEnd::Aborted { at: i + 1 },
-            _ => {}
-        }
-    }
-    OscEnd::Incomplete
 }
 
 /// The mark and nonce of an `OSC 133` body with a `k=` parameter; `None` for any other OSC.

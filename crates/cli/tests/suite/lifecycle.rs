@@ -111,7 +111,7 @@ async fn the_resource_on_disk_matches_the_documented_layout() {
     let id = create(&client, json!({ "agent": "coder", "cwd": "/tmp" })).await;
     assert_eq!(id, "terminal-coder-default");
     exec(&client, &id, "echo on disk").await;
-    let uid = rustix_uid();
+    let uid = super::own_uid();
     let dir = hub.state_dir().join(format!(
         "home/{uid}/agent/coder/session/default/terminal/terminal-coder-default"
     ));
@@ -141,16 +141,6 @@ async fn the_resource_on_disk_matches_the_documented_layout() {
         id,
         "REST and the socket see the same owner"
     );
-}
-
-fn rustix_uid() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|u| u.parse().ok())
-        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

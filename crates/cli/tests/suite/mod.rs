@@ -139,3 +139,14 @@ pub fn manifest_dir() -> std::path::PathBuf {
         std::path::PathBuf::from,
     )
 }
+
+/// This process's real uid (the owner of the server's own terminals), from `/proc`.
+pub fn own_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|u| u.parse().ok())
+        .unwrap_or(0)
+}

@@ -54,16 +54,6 @@ fn fill(path: &Path, free: u64) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
-fn uid() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|u| u.parse().ok())
-        .unwrap_or(0)
-}
-
 async fn info(client: &ptyhub_client::Client, id: &str) -> Value {
     data(&get(client, &format!("/v2/pty/sessions/{id}")).await).clone()
 }
@@ -116,7 +106,9 @@ async fn a_full_disk_holds_output_back_loses_nothing_and_resumes_by_itself() {
     let hub = start();
     let client = hub.local();
     // This agent's terminals live on a 4 MiB file system; the others on the usual disk.
-    let agent_dir = hub.state_dir().join(format!("home/{}/agent/full", uid()));
+    let agent_dir = hub
+        .state_dir()
+        .join(format!("home/{}/agent/full", super::own_uid()));
     std::fs::create_dir_all(&agent_dir).unwrap_or_else(|e| panic!("{e}"));
     let _tmpfs = Tmpfs::mount(&agent_dir, "4m");
     let id = create(&client, json!({ "agent": "full", "cwd": "/tmp" })).await;

@@ -2,114 +2,18 @@
 //! route needs one (or the login cookie, only from this server's own pages), tickets work once.
 
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::start;
 
-/// One HTTP/1.1 answer, headers and all (the typed client hides them and always sends the token).
-struct Raw {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
+use super::raw_http::Raw;
 
-impl Raw {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(key, _)| key.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value.as_str())
-    }
-
-    fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
-    }
-}
-
-/// Sends one request with exactly these headers (plus `Host` and `Connection: close` unless
-/// given); reads the whole answer, or only the head of a `101` upgrade.
+/// One request with exactly these headers (see [`super::raw_http::raw`]), a body sent as JSON.
 async fn raw(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Raw {
-    let mut stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    let has = |wanted: &str| {
-        headers
-            .iter()
-            .any(|(name, _)| name.eq_ignore_ascii_case(wanted))
-    };
-    let mut request = format!("{method} {path} HTTP/1.1\r\n");
-    if !has("host") {
-        request.push_str(&format!("Host: {addr}\r\n"));
-    }
-    if !has("connection") {
-        request.push_str("Connection: close\r\n");
-    }
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
+    let mut headers = headers.to_vec();
     if !body.is_empty() {
-        request.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            body.len()
-        ));
+        headers.push(("Content-Type", "application/json"));
     }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .unwrap_or_else(|e| panic!("write: {e}"));
-    let mut answer = Vec::new();
-    let mut chunk = [0u8; 64 * 1024];
-    loop {
-        let read = tokio::time::timeout(
-            ptyhub_test_support::default_timeout(),
-            stream.read(&mut chunk),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("no whole answer to {method} {path}"))
-        .unwrap_or_else(|e| panic!("read: {e}"));
-        if read == 0 {
-            break;
-        }
-        answer.extend_from_slice(&chunk[..read]);
-        if is_complete(&answer) {
-            break;
-        }
-    }
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status line in {head:?}"));
-    let headers = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    Raw {
-        status,
-        headers,
-        body: body.to_owned(),
-    }
-}
-
-/// Whether `answer` holds a whole response: the head of an upgrade (the connection stays open),
-/// or a head and `Content-Length` bytes (a kept-alive connection does not end).
-fn is_complete(answer: &[u8]) -> bool {
-    let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return false;
-    };
-    let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
-    if head.starts_with("http/1.1 101") {
-        return true;
-    }
-    head.lines()
-        .find_map(|line| line.strip_prefix("content-length:"))
-        .and_then(|length| length.trim().parse::<usize>().ok())
-        .is_some_and(|length| answer.len() >= end + 4 + length)
+    super::raw_http::raw(addr, method, path, &headers, body).await
 }
 
 /// Signs in with `body` and returns the `name=value` of the login cookie.

@@ -59,9 +59,9 @@ impl LogWriter {
     /// waits any more.
     pub(super) fn retry(&mut self) -> bool {
         while let Some(kind) = self.unwritten.pop_front() {
-            match self.log.append(kind.clone()) {
+            match self.log.try_append(kind) {
                 Ok(_) => {}
-                Err(error) => {
+                Err((error, kind)) => {
                     self.unwritten.push_front(kind);
                     if self.stall.is_none() {
                         log_line!(
