@@ -89,7 +89,10 @@ export async function waitForLine(page, wanted, what) {
     { timeout: TIMEOUT },
   ).catch(async (error) => {
     const lines = await bufferLines(page).catch(() => []);
-    throw new Error(`FAILED: ${what}: no line "${wanted}" (${error.message})\n${lines.join('\n')}`);
+    const shown = await page
+      .evaluate(() => `${document.querySelector('#status').textContent}, lastSeq ${window.ptyhub.lastSeq}\n${(window.wsTrace || []).join('\n')}`)
+      .catch(() => '?');
+    throw new Error(`FAILED: ${what}: no line "${wanted}" (${error.message})\nthe page shows: ${shown}\n${lines.join('\n')}`);
   });
 }
 

@@ -180,9 +180,25 @@ async function main() {
     // that does not exist, so they fail like a network that is down.
     window.holdReconnect = false;
     const Real = window.WebSocket;
+    // The trace of every connection (what it asked for, the frames it got, how it closed),
+    // printed when a wait fails.
+    window.wsTrace = [];
+    const trace = (entry) => {
+      window.wsTrace.push(entry);
+      if (window.wsTrace.length > 80) window.wsTrace.shift();
+    };
     window.WebSocket = class extends Real {
       constructor(url, protocols) {
-        super(window.holdReconnect ? url.replace('/ws?', '/no-such-ws?') : url, protocols);
+        const held = window.holdReconnect;
+        super(held ? url.replace('/ws?', '/no-such-ws?') : url, protocols);
+        trace(`open ${held ? 'held ' : ''}${url.split('?')[1]}`);
+        this.addEventListener('message', (event) => {
+          if (typeof event.data !== 'string') return;
+          const frame = JSON.parse(event.data);
+          const bytes = typeof frame.data === 'string' ? ` ${frame.data.length}B` : '';
+          trace(`  ${frame.type}${frame.seq !== undefined ? ` seq=${frame.seq}` : ''}${frame.code ? ` ${frame.code}` : ''}${bytes}`);
+        });
+        this.addEventListener('close', (event) => trace(`  close ${event.code} ${event.reason}`));
       }
     };
   });
