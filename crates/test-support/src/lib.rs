@@ -58,6 +58,10 @@ pub struct Ptyhub {
     state: tempfile::TempDir,
     runtime: tempfile::TempDir,
     home: tempfile::TempDir,
+    /// The token reaches the server through its environment only, not its command line.
+    is_token_in_env_only: bool,
+    /// Where the server's stderr goes (appended), instead of the test's.
+    log: Option<PathBuf>,
 }
 
 impl Ptyhub {
@@ -95,21 +99,68 @@ impl Ptyhub {
             state,
             runtime,
             home,
+            is_token_in_env_only: false,
+            log: None,
         };
         hub.launch();
         hub
     }
 
+    /// Starts the binary with `token` given through `PTYHUB_TOKEN` only, its stderr (with
+    /// `PTYHUB_LOG=debug`) kept in a file [`Ptyhub::server_log`] reads: for checks that a
+    /// secret appears nowhere it should not.
+    pub fn start_logged_with_token(exe: &str, token: &str) -> Self {
+        let state = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let runtime = tempfile::Builder::new()
+            .prefix("ph")
+            .tempdir_in("/tmp")
+            .unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let log = home.path().join("server.log");
+        let mut hub = Self {
+            exe: PathBuf::from(exe),
+            server: None,
+            serve_args: Vec::new(),
+            serve_env: vec![("PTYHUB_LOG".to_owned(), "debug".to_owned())],
+            addr: String::new(),
+            web_url: String::new(),
+            token: token.to_owned(),
+            socket: runtime.path().join("ptyhub").join("server.sock"),
+            state,
+            runtime,
+            home,
+            is_token_in_env_only: true,
+            log: Some(log),
+        };
+        hub.launch();
+        hub
+    }
+
+    /// What the server wrote to stderr, when started with [`Ptyhub::start_logged_with_token`].
+    pub fn server_log(&self) -> String {
+        self.log
+            .as_ref()
+            .and_then(|log| std::fs::read_to_string(log).ok())
+            .unwrap_or_default()
+    }
+
     fn launch(&mut self) {
-        let mut child = Command::new(&self.exe)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--token",
-                &self.token,
-                "--state-dir",
-            ])
+        let mut command = Command::new(&self.exe);
+        command.args(["serve", "--listen", "127.0.0.1:0"]);
+        if !self.is_token_in_env_only {
+            command.args(["--token", &self.token]);
+        }
+        let stderr = match &self.log {
+            Some(log) => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .map(Stdio::from)
+                .unwrap_or_else(|e| panic!("{}: {e}", log.display())),
+            None => Stdio::inherit(),
+        };
+        let mut child = command
+            .arg("--state-dir")
             .arg(self.state.path())
             .args(&self.serve_args)
             .env("XDG_RUNTIME_DIR", self.runtime.path())
@@ -124,7 +175,7 @@ impl Ptyhub {
             .envs(self.serve_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start ptyhub: {e}"));
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));

@@ -59,7 +59,7 @@ capabilities = ["terminal.read"]
 }
 
 /// One JSON-RPC message to `/mcp` as `token`, in `session` if given.
-async fn mcp_call(
+pub async fn mcp_call(
     addr: &str,
     method: &str,
     token: &str,
@@ -79,8 +79,8 @@ async fn mcp_call(
     super::raw_http::raw(addr, method, "/mcp", &headers, body).await
 }
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"session-test","version":"1"}}}"#;
-const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"session-test","version":"1"}}}"#;
+pub const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 const LIST_TOOLS: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,3 +1,4 @@
+mod adversarial;
 mod attach;
 mod bad_input;
 mod capabilities;
@@ -10,7 +11,7 @@ mod grants;
 mod jobs;
 mod lifecycle;
 mod limits;
-mod mcp;
+pub mod mcp;
 mod observe;
 mod origins;
 mod raw_http;

@@ -44,6 +44,14 @@ impl HolderLauncher {
             .open(spec.dir.join("holder.log"))
             .map_err(|e| LaunchError::new(format!("cannot open holder.log: {e}")))?;
         let mut cmd = Command::new(&self.exe);
+        // A holder outlives the server and reads its whole configuration from the spec: none
+        // of the server's own variables (its token among them) stays in a holder's
+        // environment for anyone who can read `/proc/<holder>/environ`.
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("PTYHUB_") {
+                cmd.env_remove(name);
+            }
+        }
         cmd.arg(&self.subcommand)
             .current_dir("/")
             .stdin(Stdio::piped())

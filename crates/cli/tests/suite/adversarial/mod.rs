@@ -1,0 +1,222 @@
+//! The adversarial suite (docs/reliability.md): load, faults and security cases tried from the
+//! outside, each printing the figures it measured as `figure <case>: <what> = <value>` lines
+//! (shown with `--nocapture`; `scripts/adversarial.sh` collects them). The cases the rest of
+//! the suite already proves are named in docs/reliability.md's table; these modules hold the
+//! others. By default they run at a scale that fits CI; `PTYHUB_ADVERSARIAL=long` (what
+//! `scripts/adversarial.sh --long` sets) runs them at full scale.
+//!
+//! The harness compares bytes end to end: a [`Producer`] writes random base64 text to the
+//! terminal between two markers and keeps its own copy in a file (`tee`), with the PTY's
+//! output processing off (`stty -opost`), so the bytes the log and every client received
+//! between the markers must equal that copy, compared by sha256.
+
+mod faults;
+mod load;
+mod security;
+
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use futures_util::StreamExt;
+use ptyhub_client::{Client, LiveMessage, LiveSocket};
+use sha2::{Digest, Sha256};
+
+use super::get;
+use ptyhub_test_support::data;
+
+/// Whether the long tier was asked for.
+pub fn is_long() -> bool {
+    std::env::var("PTYHUB_ADVERSARIAL").is_ok_and(|tier| tier == "long")
+}
+
+/// `ci` in the CI tier, `long` in the long one.
+pub fn scaled(ci: usize, long: usize) -> usize {
+    if is_long() { long } else { ci }
+}
+
+/// Prints one measured figure of a case.
+#[allow(
+    clippy::print_stdout,
+    reason = "the figures are the case's report; the test harness captures them"
+)]
+pub fn figure(case: &str, what: &str, value: impl Display) {
+    println!("figure {case}: {what} = {value}");
+}
+
+/// The sha256 of `bytes`, in hex.
+pub fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A producer of `bytes` random bytes (as base64 text, lines of 76) typed into a terminal.
+pub struct Producer {
+    tag: String,
+    copy: PathBuf,
+    bytes: usize,
+}
+
+impl Producer {
+    /// A producer whose copy goes to `dir`; `tag` tells its markers apart from others'.
+    pub fn new(dir: &Path, tag: &str, bytes: usize) -> Self {
+        Self {
+            tag: tag.to_owned(),
+            copy: dir.join(format!("truth-{tag}")),
+            bytes,
+        }
+    }
+
+    /// The command that produces: the markers are quoted apart so that the command's own echo
+    /// never contains them.
+    pub fn command(&self) -> String {
+        format!(
+            "stty -opost; printf '<<B''EGIN-{tag}>>'; head -c {bytes} /dev/urandom | base64 | tee {copy}; printf '<<E''ND-{tag}>>'; stty opost",
+            tag = self.tag,
+            bytes = self.bytes,
+            copy = self.copy.display(),
+        )
+    }
+
+    /// The producer's own copy of what it wrote.
+    pub fn truth(&self) -> Vec<u8> {
+        std::fs::read(&self.copy).unwrap_or_else(|e| panic!("{}: {e}", self.copy.display()))
+    }
+
+    /// How many bytes the producer has written so far.
+    pub fn written(&self) -> usize {
+        std::fs::metadata(&self.copy).map_or(0, |m| m.len() as usize)
+    }
+
+    fn begin(&self) -> Vec<u8> {
+        format!("<<BEGIN-{}>>", self.tag).into_bytes()
+    }
+
+    fn end(&self) -> Vec<u8> {
+        format!("<<END-{}>>", self.tag).into_bytes()
+    }
+
+    /// What `stream` holds between the markers, once both are in it.
+    pub fn between<'a>(&self, stream: &'a [u8]) -> Option<&'a [u8]> {
+        let begin = self.begin();
+        let start = find(stream, &begin)? + begin.len();
+        let len = find(&stream[start..], &self.end())?;
+        Some(&stream[start..start + len])
+    }
+
+    /// Whether the end marker is in the newest `fresh` bytes of `stream` (or just before them).
+    fn has_ended(&self, stream: &[u8], fresh: usize) -> bool {
+        let end = self.end();
+        let from = stream.len().saturating_sub(fresh + end.len());
+        find(&stream[from..], &end).is_some()
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Every output byte of a terminal's log, read through the events route page by page.
+pub async fn log_bytes(client: &Client, id: &str) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = get(
+            client,
+            &format!("/v2/pty/sessions/{id}/events?after_seq={after}&limit=1000"),
+        )
+        .await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        let page = data(&page);
+        for event in page["events"].as_array().into_iter().flatten() {
+            if let Some(b64) = event["data_b64"].as_str() {
+                bytes.extend(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(b64)
+                        .unwrap_or_else(|e| panic!("data_b64: {e}")),
+                );
+            }
+        }
+        after = page["next_seq"].as_u64().unwrap_or(after);
+        if page["has_more"] != true {
+            return bytes;
+        }
+    }
+}
+
+/// A watcher on the binary transport: every output byte, raw.
+pub async fn watcher(client: &Client, id: &str, query: &str) -> LiveSocket {
+    let path = format!("/v2/pty/sessions/{id}/ws?mode=watch&protocol=binary{query}");
+    client
+        .websocket(&path)
+        .await
+        .unwrap_or_else(|e| panic!("websocket {path}: {e}"))
+}
+
+/// Reads a binary-transport connection until `producer`'s end marker arrived; returns every
+/// byte it got.
+pub async fn read_to_end(socket: &mut LiveSocket, producer: &Producer) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let timeout = ptyhub_test_support::default_timeout() * 4;
+    loop {
+        let message = tokio::time::timeout(timeout, socket.next())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("no frame within {timeout:?} ({} bytes so far)", bytes.len())
+            });
+        match message {
+            Some(Ok(LiveMessage::Binary(data))) => {
+                bytes.extend_from_slice(&data);
+                if producer.has_ended(&bytes, data.len()) {
+                    return bytes;
+                }
+            }
+            Some(Ok(LiveMessage::Close(_))) | None => {
+                panic!("the connection ended before the producer did")
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => panic!("websocket: {e}"),
+        }
+    }
+}
+
+/// Checks that `got` holds exactly the producer's bytes between its markers.
+pub fn assert_exact(producer: &Producer, truth: &str, got: &[u8], who: &str) {
+    let between = producer
+        .between(got)
+        .unwrap_or_else(|| panic!("{who}: no markers in {} bytes", got.len()));
+    assert_eq!(
+        sha256(between),
+        truth,
+        "{who}: {} bytes between the markers differ from the producer's {}",
+        between.len(),
+        producer.bytes
+    );
+}
+
+/// A process's figure from `/proc/<pid>/status` (`VmRSS`, `VmHWM`, `Threads`), in its unit.
+pub fn proc_status(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// How many file descriptors a process has open.
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
+}
+
+/// The `p`-th percentile of `values` (sorted in place).
+pub fn percentile(values: &mut [f64], p: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    if values.is_empty() {
+        return 0.0;
+    }
+    let at = ((values.len() - 1) as f64 * p).round() as usize;
+    values[at.min(values.len() - 1)]
+}
