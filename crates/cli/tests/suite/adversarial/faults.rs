@@ -357,3 +357,169 @@ async fn f10_resize_races_end_at_the_last_size_with_sigwinch_delivered() {
     );
     close(&client, &id).await;
 }
+
+/// F1: the server is killed with `kill -9` again and again while a terminal prints at full
+/// speed; after each restart the terminal is found, and in the end its log holds exactly the
+/// producer's bytes, every line parsing, `seq` contiguous.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn f1_repeated_kill_9_of_the_server_mid_stream_loses_nothing() {
+    let mut hub = start();
+    let client = hub.http();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let kills = scaled(3, 20);
+    let bytes = scaled(3, 24) * 1024 * 1024;
+    let id = create(&client, json!({ "id": "crashing" })).await;
+    // Paced (about 1 MiB/s), so that every kill lands while it writes.
+    let producer = Producer::paced(dir.path(), "f1", 64 * 1024, bytes / (64 * 1024), 0.0625);
+    let started = exec_raw(
+        &client,
+        &id,
+        json!({ "command": producer.command(), "async": true }),
+    )
+    .await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    let mut killed_at = Vec::new();
+    for kill in 1..=kills {
+        // Each kill lands while the producer writes (a share of the bytes further on).
+        let share = bytes * 4 / 3 * kill / (kills + 1);
+        wait_until("the producer is further on", || async {
+            (producer.written() >= share).then_some(())
+        })
+        .await;
+        killed_at.push(producer.written());
+        hub.kill_server();
+        hub.restart();
+        let info = get(&hub.http(), &format!("/v2/pty/sessions/{id}")).await;
+        assert_eq!(info.status, 200, "after kill {kill}: {}", info.body);
+    }
+    let client = hub.http();
+    let truth = wait_until("the producer ends", || async {
+        let truth = producer.truth();
+        (truth.len() >= bytes * 4 / 3 && producer.between(&log_bytes(&client, &id).await).is_some())
+            .then(|| sha256(&truth))
+    })
+    .await;
+    assert_exact(
+        &producer,
+        &truth,
+        &log_bytes(&client, &id).await,
+        "the log after the kills",
+    );
+    // Every line of every segment parses and `seq` goes up by one.
+    let dir_of = hub
+        .terminal_dir(&id)
+        .unwrap_or_else(|| panic!("no terminal dir"));
+    let mut files: Vec<_> = std::fs::read_dir(&dir_of)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("events"))
+        })
+        .collect();
+    files.sort();
+    let mut seqs = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{e}"));
+        for line in text.lines() {
+            let event: Value = serde_json::from_str(line).unwrap_or_else(|e| {
+                panic!(
+                    "{}: a line does not parse ({e}): {line:.80}",
+                    file.display()
+                )
+            });
+            seqs.push(event["seq"].as_u64().unwrap_or(0));
+        }
+    }
+    seqs.sort_unstable();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "seq is contiguous"
+    );
+    let after = exec(&client, &id, "echo alive").await;
+    assert_eq!(after["output"], "alive", "{after}");
+    figure(
+        "F1",
+        "kill -9 of the server mid-stream, MiB printed",
+        format!("{kills}, {}", bytes * 4 / 3 / (1024 * 1024)),
+    );
+    figure(
+        "F1",
+        "killed when the producer had written (bytes)",
+        format!("{killed_at:?}"),
+    );
+    figure(
+        "F1",
+        "log byte-exact (sha256), lines parsing, seq contiguous",
+        format!("yes, {} lines, yes", seqs.len()),
+    );
+    close(&client, &id).await;
+}
+
+/// F2: a holder killed mid-write leaves a torn line, and the disk a run of NULs after it (what
+/// a crash with delayed allocation leaves). The next instance of the terminal cuts them
+/// before its first append, records the cut as a `log.repaired` event, and every line parses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f2_a_torn_nul_padded_log_is_repaired_and_the_repair_recorded() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "id": "torn" })).await;
+    exec(&client, &id, "echo before-the-tear").await;
+    let holder = hub.holder_pids()[0];
+    ptyhub_test_support::kill_9(holder);
+    wait_until("the terminal notices its holder is gone", || async {
+        let info = get(&client, &format!("/v2/pty/sessions/{id}")).await;
+        (data(&info)["state"] != "running").then_some(())
+    })
+    .await;
+    let log = hub
+        .terminal_dir(&id)
+        .unwrap_or_else(|| panic!("no terminal dir"))
+        .join("events.jsonl");
+    let mut bytes = std::fs::read(&log).unwrap_or_else(|e| panic!("{e}"));
+    let whole = bytes.len();
+    bytes.extend_from_slice(br#"{"seq":99999,"ts":1,"type":"pty.output","data_b64":"aGVsbG8"#);
+    bytes.extend(std::iter::repeat_n(0u8, 512));
+    let torn = bytes.len() - whole;
+    std::fs::write(&log, &bytes).unwrap_or_else(|e| panic!("{e}"));
+
+    // Closed, then the same id again: a new instance appends to the same log.
+    close(&client, &id).await;
+    let again = create(&client, json!({ "id": "torn" })).await;
+    assert_eq!(again, id);
+    let after = exec(&client, &id, "echo after-the-repair").await;
+    assert_eq!(after["output"], "after-the-repair", "{after}");
+    let text = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{e}"));
+    let events: Vec<Value> = text
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("a line does not parse ({e}): {line:.100}"))
+        })
+        .collect();
+    let repairs: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "log.repaired")
+        .collect();
+    assert_eq!(repairs.len(), 1, "one repair recorded: {repairs:?}");
+    assert_eq!(repairs[0]["cut_bytes"], torn as u64, "{repairs:?}");
+    let seqs: Vec<u64> = events
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap_or(0))
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "seq is contiguous: {seqs:?}"
+    );
+    let replay = String::from_utf8_lossy(&log_bytes(&client, &id).await).into_owned();
+    assert!(replay.contains("before-the-tear") && replay.contains("after-the-repair"));
+    figure(
+        "F2",
+        "torn bytes (a partial line and 512 NULs) cut and recorded",
+        torn,
+    );
+    figure("F2", "lines parsing after the repair", events.len());
+    close(&client, &id).await;
+}

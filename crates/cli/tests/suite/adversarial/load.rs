@@ -150,6 +150,46 @@ async fn l1_a_firehose_of_terminals_loses_no_byte_and_leaves_exec_answering() {
     }
 }
 
+/// Follows a terminal's log through the events route, from `after`, until the producer's
+/// end marker is in it; returns every output byte.
+async fn tail_to_end(client: &Client, id: &str, after: u64, producer: &Producer) -> Vec<u8> {
+    use base64::Engine as _;
+    let mut bytes = Vec::new();
+    let mut after = after;
+    let deadline = Instant::now() + ptyhub_test_support::default_timeout() * 4;
+    loop {
+        let page = crate::suite::get(
+            client,
+            &format!("/v2/pty/sessions/{id}/events?after_seq={after}&limit=1000"),
+        )
+        .await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        let page = data(&page).clone();
+        let before = bytes.len();
+        for event in page["events"].as_array().into_iter().flatten() {
+            if let Some(b64) = event["data_b64"].as_str() {
+                bytes.extend(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(b64)
+                        .unwrap_or_else(|e| panic!("data_b64: {e}")),
+                );
+            }
+        }
+        after = page["next_seq"].as_u64().unwrap_or(after);
+        if producer.has_ended(&bytes, bytes.len() - before) {
+            return bytes;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the tailer saw no end ({} bytes)",
+            bytes.len()
+        );
+        if page["has_more"] != true {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 async fn close(client: &Client, id: &str) {
     let closed = client
         .send(Method::DELETE, &format!("/v2/pty/sessions/{id}"), None)
@@ -183,6 +223,20 @@ async fn l3_every_watcher_and_late_joiner_gets_every_byte() {
             async move { read_to_end(&mut socket, &tag).await },
         ));
     }
+    let tailers = scaled(2, 10);
+    let start_seq =
+        data(&crate::suite::get(&client, &format!("/v2/pty/sessions/{id}")).await)["last_seq"]
+            .as_u64()
+            .unwrap_or(0);
+    let mut tails = Vec::new();
+    for _ in 0..tailers {
+        let client = client.clone();
+        let id = id.clone();
+        let tag = Producer::new(dir.path(), "l3", bytes);
+        tails.push(tokio::spawn(async move {
+            tail_to_end(&client, &id, start_seq, &tag).await
+        }));
+    }
     let run = tokio::spawn({
         let client = client.clone();
         let id = id.clone();
@@ -208,10 +262,14 @@ async fn l3_every_watcher_and_late_joiner_gets_every_byte() {
         let got = read.await.unwrap_or_else(|e| panic!("{e}"));
         assert_exact(&producer, &truth, &got, &format!("watcher {i}"));
     }
+    for (i, tail) in tails.into_iter().enumerate() {
+        let got = tail.await.unwrap_or_else(|e| panic!("{e}"));
+        assert_exact(&producer, &truth, &got, &format!("REST tailer {i}"));
+    }
     figure(
         "L3",
-        "watchers (late joiners from since_seq=0)",
-        format!("{watchers} ({late})"),
+        "watchers (late joiners from since_seq=0), REST tailers",
+        format!("{watchers} ({late}), {tailers}"),
     );
     figure("L3", "MiB printed", bytes * 4 / 3 / (1024 * 1024));
     figure(
@@ -600,4 +658,108 @@ async fn l7_input_read_to_the_end_arrives_whole_on_every_surface() {
         .await;
     }
     close(&client, &id).await;
+}
+
+/// L2: a soak: terminals printing at a steady rate for a while. After a warm-up the server's
+/// fds and threads stay flat, its memory settles (the slope is reported), and every log
+/// equals its producer's bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn l2_a_soak_at_a_steady_rate_stays_flat_and_exact() {
+    let hub = start();
+    let client = hub.http();
+    let pid = hub.server_pid().unwrap_or(0);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let terminals = scaled(5, 20);
+    let seconds = scaled(20, 600);
+    // 16 chunks a second: 64 KiB/s (CI) or 256 KiB/s (long) of base64 per terminal.
+    let chunk = scaled(3 * 1024, 12 * 1024);
+    let chunks = seconds * 16;
+    let mut ids = Vec::new();
+    let mut producers = Vec::new();
+    let mut runs = Vec::new();
+    for i in 0..terminals {
+        let id = create(&client, json!({ "id": format!("soak-{i}") })).await;
+        let producer = Producer::paced(dir.path(), &format!("l2-{i}"), chunk, chunks, 0.0625);
+        runs.push(tokio::spawn({
+            let client = client.clone();
+            let id = id.clone();
+            let command = producer.command();
+            async move {
+                let body = json!({ "command": command, "timeout": 3600, "tail": 1 });
+                let answer = exec_raw(&client, &id, body).await;
+                assert_eq!(answer.status, 200, "{}", answer.body);
+            }
+        }));
+        ids.push(id);
+        producers.push(producer);
+    }
+    // Sampled while every producer prints: its last seconds, when the producers end and their
+    // exec answers are read back from the logs, are no steady state.
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    let steady = Duration::from_secs(seconds as u64).saturating_sub(Duration::from_secs(2));
+    while started.elapsed() < steady && runs.iter().all(|run| !run.is_finished()) {
+        samples.push((
+            started.elapsed().as_secs_f64(),
+            proc_status(pid, "VmRSS") as f64 / 1024.0,
+            open_fds(pid),
+            proc_status(pid, "Threads"),
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    for run in runs {
+        run.await.unwrap_or_else(|e| panic!("{e}"));
+    }
+    for (id, producer) in ids.iter().zip(&producers) {
+        let truth = sha256(&producer.truth());
+        assert_exact(producer, &truth, &log_bytes(&client, id).await, id);
+    }
+    // After the first quarter (the warm-up): fds and threads do not grow from the first half
+    // of the rest to the second (connections and blocking threads come and go, a leak only
+    // grows), and memory's slope.
+    let total = started.elapsed().as_secs_f64();
+    let warm: Vec<_> = samples.iter().filter(|s| s.0 >= total / 4.0).collect();
+    assert!(warm.len() >= 4, "too few samples: {}", samples.len());
+    let (early, late) = warm.split_at(warm.len() / 2);
+    let most = |part: &[&(f64, f64, usize, u64)]| {
+        (
+            part.iter().map(|s| s.2).max().unwrap_or(0),
+            part.iter().map(|s| s.3).max().unwrap_or(0),
+        )
+    };
+    let ((fds_early, threads_early), (fds_late, threads_late)) = (most(early), most(late));
+    let n = warm.len() as f64;
+    let mean_t = warm.iter().map(|s| s.0).sum::<f64>() / n;
+    let mean_r = warm.iter().map(|s| s.1).sum::<f64>() / n;
+    let covariance: f64 = warm.iter().map(|s| (s.0 - mean_t) * (s.1 - mean_r)).sum();
+    let variance: f64 = warm.iter().map(|s| (s.0 - mean_t).powi(2)).sum();
+    let slope = covariance / variance.max(f64::EPSILON);
+    let rate = chunk * 16 * 4 / 3 / 1024;
+    figure(
+        "L2",
+        "terminals x KiB/s for s",
+        format!("{terminals} x {rate} for {seconds}"),
+    );
+    figure("L2", "logs equal to their producers (sha256)", terminals);
+    figure(
+        "L2",
+        "after the warm-up: most fds, threads in its first / second half",
+        format!("{fds_early} / {fds_late}, {threads_early} / {threads_late}"),
+    );
+    figure(
+        "L2",
+        "after the warm-up: RSS mean MiB, slope MiB per minute",
+        format!("{mean_r:.1}, {:.2}", slope * 60.0),
+    );
+    assert!(
+        fds_late <= fds_early + 2,
+        "the server's fds grew from {fds_early} to {fds_late}"
+    );
+    assert!(
+        threads_late <= threads_early + 2,
+        "the server's threads grew from {threads_early} to {threads_late}"
+    );
+    for id in &ids {
+        close(&client, id).await;
+    }
 }

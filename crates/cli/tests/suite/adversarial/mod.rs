@@ -57,6 +57,8 @@ pub struct Producer {
     tag: String,
     copy: PathBuf,
     bytes: usize,
+    /// The shell pipeline whose output is produced.
+    source: String,
 }
 
 impl Producer {
@@ -66,6 +68,18 @@ impl Producer {
             tag: tag.to_owned(),
             copy: dir.join(format!("truth-{tag}")),
             bytes,
+            source: format!("head -c {bytes} /dev/urandom | base64"),
+        }
+    }
+
+    /// A producer at a steady rate: `chunks` of `chunk` random bytes, one every `interval`
+    /// seconds.
+    pub fn paced(dir: &Path, tag: &str, chunk: usize, chunks: usize, interval: f64) -> Self {
+        Self {
+            source: format!(
+                "for i in $(seq {chunks}); do head -c {chunk} /dev/urandom | base64; sleep {interval}; done"
+            ),
+            ..Self::new(dir, tag, chunk * chunks)
         }
     }
 
@@ -73,9 +87,9 @@ impl Producer {
     /// never contains them.
     pub fn command(&self) -> String {
         format!(
-            "stty -opost; printf '<<B''EGIN-{tag}>>'; head -c {bytes} /dev/urandom | base64 | tee {copy}; printf '<<E''ND-{tag}>>'; stty opost",
+            "stty -opost; printf '<<B''EGIN-{tag}>>'; {source} | tee {copy}; printf '<<E''ND-{tag}>>'; stty opost",
             tag = self.tag,
-            bytes = self.bytes,
+            source = self.source,
             copy = self.copy.display(),
         )
     }
