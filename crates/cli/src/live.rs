@@ -6,6 +6,11 @@
 //! writes: what is typed is read and dropped (a detach key or ^C ends it), so neither keys nor
 //! the local terminal's answers to queries ever reach the program. `attach` forwards every
 //! key but the detach key, and keeps the terminal's size equal to the local one.
+//!
+//! Keys and output move on their own threads: a local terminal (or pipe) that takes output
+//! slowly, or not at all, holds back only the output (the connection is then read no
+//! further, and the server holds the rest), never the keys, so ^C and the detach key always
+//! get through.
 
 #![allow(clippy::print_stderr, reason = "status lines go to the local terminal")]
 
@@ -139,6 +144,54 @@ impl Drop for Keys {
     }
 }
 
+/// Chunks of output queued for the local terminal at most; beyond them the connection is
+/// read no further until the local terminal takes some.
+const OUTPUT_CHUNKS_QUEUED: usize = 64;
+/// How long the last output (and the reset of the local terminal's modes) may take to go
+/// out at the end; a local terminal that takes nothing does not keep the client alive.
+const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The thread that writes output to stdout, in order.
+struct Screen {
+    queue: mpsc::Sender<Vec<u8>>,
+    /// Told when the thread ends: stdout failed, or the queue was closed and written.
+    done: mpsc::Receiver<()>,
+}
+
+impl Screen {
+    fn start() -> std::io::Result<Self> {
+        let (queue, mut chunks) = mpsc::channel::<Vec<u8>>(OUTPUT_CHUNKS_QUEUED);
+        let (finished, done) = mpsc::channel(1);
+        std::thread::Builder::new()
+            .name("screen".to_owned())
+            .spawn(move || {
+                let mut stdout = std::io::stdout();
+                while let Some(chunk) = chunks.blocking_recv() {
+                    if stdout
+                        .write_all(&chunk)
+                        .and_then(|()| stdout.flush())
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                let _ = finished.blocking_send(());
+            })?;
+        Ok(Self { queue, done })
+    }
+
+    /// Queues the last bytes, then gives the thread [`OUTPUT_DRAIN`] to write everything.
+    async fn finish(self, last: &[u8]) {
+        let Self { queue, mut done } = self;
+        let _ = tokio::time::timeout(OUTPUT_DRAIN, async move {
+            let _ = queue.send(last.to_vec()).await;
+            drop(queue);
+            done.recv().await
+        })
+        .await;
+    }
+}
+
 /// The local terminal's size, if stdout is one.
 fn local_size() -> Option<(u16, u16)> {
     let size = termios::tcgetwinsize(std::io::stdout().as_fd()).ok()?;
@@ -208,14 +261,28 @@ pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
     }
     let mut keys =
         Keys::start().map_err(|e| ClientError::Http(format!("cannot read the keyboard: {e}")))?;
-    let mut stdout = std::io::stdout();
+    let mut screen =
+        Screen::start().map_err(|e| ClientError::Http(format!("cannot write the screen: {e}")))?;
     let mut is_stdin_open = true;
+    // Output the screen thread has no room for yet: the connection waits until it has.
+    let mut held: Option<Vec<u8>> = None;
     let outcome = loop {
         tokio::select! {
-            message = stream.next() => match message {
+            permit = screen.queue.reserve(), if held.is_some() => match permit {
+                Ok(permit) => permit.send(held.take().unwrap_or_default()),
+                Err(_) => break Outcome::Ended("the local output closed".to_owned(), 1),
+            },
+            _ = screen.done.recv() => {
+                break Outcome::Ended("the local output closed".to_owned(), 1);
+            }
+            message = stream.next(), if held.is_none() => match message {
                 Some(Ok(LiveMessage::Binary(bytes))) => {
-                    if stdout.write_all(&bytes).and_then(|()| stdout.flush()).is_err() {
-                        break Outcome::Ended("the local output closed".to_owned(), 1);
+                    match screen.queue.try_send(bytes.to_vec()) {
+                        Ok(()) => {}
+                        Err(mpsc::error::TrySendError::Full(bytes)) => held = Some(bytes),
+                        Err(mpsc::error::TrySendError::Closed(_)) => {
+                            break Outcome::Ended("the local output closed".to_owned(), 1);
+                        }
                     }
                 }
                 Some(Ok(LiveMessage::Text(text))) => {
@@ -257,8 +324,10 @@ pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
     };
     drop(keys);
     let _ = sink.send(LiveMessage::Close(None)).await;
-    let _ = stdout.write_all(LOCAL_RESET);
-    let _ = stdout.flush();
+    if let Some(bytes) = held {
+        let _ = screen.queue.try_send(bytes);
+    }
+    screen.finish(LOCAL_RESET).await;
     drop(raw);
     Ok(match outcome {
         Outcome::Detached => {

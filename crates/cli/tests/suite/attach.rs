@@ -266,3 +266,72 @@ async fn send(socket: &mut ptyhub_client::LiveSocket, data: &str) {
 fn tempfile_dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
 }
+
+/// The CLI's own side of the same promise: `terminal attach` whose local output takes
+/// nothing (stdout a pipe nobody reads) still reads the keyboard, so ^C reaches the flood
+/// and the detach key detaches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_keys_get_through_while_its_local_output_is_stuck() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let dir = tempfile_dir();
+    let tmux = pane(&hub, dir.path());
+    tmux.wait_for("pane$").await;
+    let _guard = ptyhub_test_support::KillOnDrop {
+        args: vec!["987654322".to_owned()],
+    };
+    // `sleep` reads nothing: once the pipe's buffer is full, every write to it blocks.
+    tmux.type_line(&format!(
+        "{} terminal attach {id} | sleep 600; echo attach-ended-$?",
+        ptyhub_exe()
+    ));
+    tmux.wait_for("Ctrl-] to detach").await;
+    tmux.type_line("seq 1 987654322");
+    wait_until("the flood runs", || async {
+        (!processes_with_arg("987654322").is_empty()).then_some(())
+    })
+    .await;
+    // Far more than a pipe and the client's queue hold has been printed.
+    let dir_of = hub
+        .terminal_dir(&id)
+        .unwrap_or_else(|| panic!("no directory for {id}"));
+    wait_until("the log holds 4 MiB", || async {
+        let logged: u64 = std::fs::read_dir(&dir_of)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("events"))
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum();
+        (logged > 4 * 1024 * 1024).then_some(())
+    })
+    .await;
+    tmux.send_keys(&["C-c"]);
+    wait_until("^C ended the flood", || async {
+        processes_with_arg("987654322").is_empty().then_some(())
+    })
+    .await;
+    // The detach key ends the client; `sleep` is still there, so the pipeline waits on it.
+    tmux.send_keys(&["C-]"]);
+    wait_until("the client detached", || async {
+        processes_with_arg(&id)
+            .into_iter()
+            .all(|pid| {
+                !std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .unwrap_or_default()
+                    .contains("attach")
+            })
+            .then_some(())
+    })
+    .await;
+    // The flood's output is long: its end is seen once the terminal has read it all.
+    wait_until("the interrupted command ended", || async {
+        let info = get(&client, &format!("/v2/pty/sessions/{id}")).await;
+        data(&info)["running_command"].is_null().then_some(())
+    })
+    .await;
+    let after = exec(&client, &id, "echo usable-$((3 + 4))").await;
+    assert_eq!(after["output"], "usable-7", "{after}");
+}
