@@ -28,6 +28,11 @@ pub const PAGE_MAX: usize = 1000;
 pub const DEFAULT_WINDOW_CHARS: u64 = 30_000;
 /// Bytes of log read at a time.
 const READ_STEP_BYTES: usize = 1024 * 1024;
+/// Whole outputs read back from logs at once, across every terminal. Each read builds its
+/// text in memory (up to what a log keeps), so a burst of answers (twenty floods ending
+/// together) costs a few texts at a time instead of twenty.
+const WHOLE_READS_AT_ONCE: usize = 2;
+static WHOLE_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(WHOLE_READS_AT_ONCE);
 
 /// One command as the actor knows it: where its output lies, and how to read it.
 #[derive(Clone, Debug)]
@@ -77,16 +82,29 @@ pub async fn get(
     let (session_id, source) = handle.command_source(id).await?;
     let source = source.ok_or_else(|| TerminalError::CommandNotFound { id: id.to_string() })?;
     let entry = source.entry.clone();
-    let text = tokio::task::spawn_blocking(move || read_output(&source))
-        .await
-        .map_err(|e| TerminalError::internal(format!("output reader failed: {e}")))??;
-    let cut = window.apply(&text);
+    let cut = read_output_then(source, move |text| window.apply(&text)).await?;
     Ok(CommandOutputResponse {
         session_id,
         command: entry,
         output: cut.text,
         window: cut.info,
     })
+}
+
+/// [`read_output`] on a blocking thread, then `then` on its text there too (a window's cut
+/// costs CPU in proportion to the text), with at most [`WHOLE_READS_AT_ONCE`] such reads
+/// under way in the server.
+pub async fn read_output_then<T: Send + 'static>(
+    source: CommandSource,
+    then: impl FnOnce(String) -> T + Send + 'static,
+) -> Result<T, TerminalError> {
+    let _permit = WHOLE_READS
+        .acquire()
+        .await
+        .map_err(|e| TerminalError::internal(format!("output reader failed: {e}")))?;
+    tokio::task::spawn_blocking(move || read_output(&source).map(then))
+        .await
+        .map_err(|e| TerminalError::internal(format!("output reader failed: {e}")))?
 }
 
 /// The clean output of a command, read from the log: the text after its `C` mark up to its

@@ -3,8 +3,8 @@
 //! The command tracker keeps the running (or last) command's clean text in memory up to
 //! [`LIVE_OUTPUT_MAX_BYTES`] (its head and its newest part, docs/memory.md). An answer built
 //! from that text whose middle was dropped gets the whole text instead, read back from the
-//! event log between the command's marks ([`timeline::read_output`], on a blocking thread, as
-//! the timeline reads it); that is exactly the text the tracker would have built. This module
+//! event log between the command's marks ([`timeline::read_output_then`], on a blocking thread
+//! and a few at a time, as the timeline reads it); that is exactly the text the tracker would have built. This module
 //! only decides when and does the swap on the handle's side; it keeps nothing.
 
 use ptyhub_protocol::api::CommandStatus;
@@ -59,13 +59,11 @@ pub async fn restore(
     let (_, source) = handle.command_source(id).await.ok()?;
     // A command that started in between is not the one the answer describes.
     let source = source.filter(|source| source.entry.status == status)?;
-    let read = tokio::task::spawn_blocking(move || timeline::read_output(&source));
-    match read.await {
-        Ok(Ok(text)) => Some(text),
-        Ok(Err(error)) => {
+    match timeline::read_output_then(source, |text| text).await {
+        Ok(text) => Some(text),
+        Err(error) => {
             tracing::debug!(%error, id, "cannot read a command's whole output back");
             None
         }
-        Err(_) => None,
     }
 }
