@@ -55,6 +55,20 @@ async fn l1_a_firehose_of_terminals_loses_no_byte_and_leaves_exec_answering() {
         watchers.push((i, watcher(&client, id, "").await));
     }
     let rss_before = proc_status(hub.server_pid().unwrap_or(0), "VmRSS");
+    // A canary on a bare PTY beside ptyhub's, under the same flood: what the machine costs.
+    let stop = dir.path().join("bare-canary-stop");
+    let bare = tokio::process::Command::new("python3")
+        .arg(crate::suite::manifest_dir().join("tests/adversarial/bare_canary.py"))
+        .arg(&stop)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("python3: {e}"));
+    let ready = stop.with_file_name("bare-canary-stop.ready");
+    wait_until("the bare canary runs", || async {
+        ready.exists().then_some(())
+    })
+    .await;
     let started = Instant::now();
     let mut runs = Vec::new();
     for (id, producer) in ids.iter().zip(producers.iter()) {
@@ -95,6 +109,13 @@ async fn l1_a_firehose_of_terminals_loses_no_byte_and_leaves_exec_answering() {
         canary_ms.push(ms);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    std::fs::write(&stop, b"").unwrap_or_else(|e| panic!("{e}"));
+    let bare = bare
+        .wait_with_output()
+        .await
+        .unwrap_or_else(|e| panic!("the bare canary: {e}"));
+    let bare: serde_json::Value = serde_json::from_slice(&bare.stdout)
+        .unwrap_or_else(|e| panic!("the bare canary's figures ({e}): {bare:?}"));
     let mut slowest = Duration::ZERO;
     for run in runs {
         slowest = slowest.max(run.await.unwrap_or_else(|e| panic!("{e}")));
@@ -132,6 +153,17 @@ async fn l1_a_firehose_of_terminals_loses_no_byte_and_leaves_exec_answering() {
         format!("{terminals} replays, 10 watchers"),
     );
     figure("L1", "canary exec round trips", canary_ms.len());
+    figure(
+        "L1",
+        "bare PTY canary beside it (true + echo typed into bash): n, p50 / p99 / max ms",
+        format!(
+            "{}, {:.1} / {:.1} / {:.1}",
+            bare["n"],
+            bare["p50"].as_f64().unwrap_or(0.0),
+            bare["p99"].as_f64().unwrap_or(0.0),
+            bare["max"].as_f64().unwrap_or(0.0)
+        ),
+    );
     figure(
         "L1",
         "canary exec slowest ms, s into the flood",
