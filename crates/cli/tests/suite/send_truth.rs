@@ -63,8 +63,11 @@ async fn a_program_hung_on_a_socket_is_not_reading_the_terminal() {
     let hub = start();
     let client = hub.http();
     let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    // It says when it is about to block: a Python that is still starting (slow on a busy
+    // machine) is quiet and reads nothing too, but waits on nothing yet.
     let connect = "import socket, select; a = socket.socket(); a.bind(('127.0.0.1', 0)); \
-                   a.listen(); b = socket.create_connection(a.getsockname()); ";
+                   a.listen(); b = socket.create_connection(a.getsockname()); \
+                   print('blocking', flush=True); ";
     for wait in [
         "b.recv(1)",
         "select.select([b], [], [])",
