@@ -345,6 +345,24 @@ class Ptyhub:
             err = f"output={data.get('output')!r}"
         return secs, err
 
+    def rt_send_op(self, i: int) -> tuple[float, str | None]:
+        """`send` of `echo hi` until the shell reads again: what an agent waits for a step."""
+        t0 = time.perf_counter()
+        status, doc = self.request("POST", f"/v2/pty/sessions/{urllib.parse.quote(self.rt_sid)}/send",
+                                   {"text": "echo hi", "submit": True, "deadline": 30},
+                                   self.rt_conn)
+        secs = time.perf_counter() - t0
+        data = doc.get("data") or {}
+        err = None
+        if status >= 300 or not doc.get("success"):
+            err = f"HTTP {status}: {json.dumps(doc)[:300]}"
+        elif data.get("wait_reason") != "stdin_read" or data.get("command_exit_code") != 0:
+            err = (f"wait_reason={data.get('wait_reason')!r} "
+                   f"command_exit_code={data.get('command_exit_code')!r}")
+        elif "hi" not in (data.get("output") or "").splitlines():
+            err = f"output={data.get('output')!r}"
+        return secs, err
+
     def rt_close(self):
         try:
             self.rt_conn.close()

@@ -107,6 +107,7 @@ class Run:
                          ("tmux_poll", "tmux send-keys + capture-pane")]
         if "ptyhub" in self.systems:
             variants.append(("ptyhub", "ptyhub POST exec (keep-alive)"))
+            variants.append(("ptyhub_send", "ptyhub POST send until stdin_read (keep-alive)"))
         res = {v: {"label": label, "ms": [], "round_p50_ms": [], "errors": 0,
                    "error_samples": []} for v, label in variants}
         self.results["roundtrip"] = res
@@ -132,7 +133,8 @@ class Run:
                         if hub is None:
                             raise PtyhubError("no ptyhub server")
                         hub.rt_open()
-                        op, close = hub.rt_op, hub.rt_close
+                        op = hub.rt_send_op if v == "ptyhub_send" else hub.rt_op
+                        close = hub.rt_close
                 except Exception as e:
                     res[v]["errors"] += 1
                     self.err(v, "roundtrip open", e, r + 1)

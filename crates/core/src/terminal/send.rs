@@ -2,7 +2,9 @@
 //! from the kernel by the terminal's backend, not guessed from silence where the kernel can
 //! tell:
 //! 1. `session_exit` — the terminal's program ended;
-//! 2. `stdin_read` — once output has settled, a process of the foreground group is blocked
+//! 2. `stdin_read` — once output has settled (or, after a typed command, as soon as the
+//!    shell's marks say that it ended and the line editor is back: the shell has printed all
+//!    it prints before it reads), a process of the foreground group is blocked
 //!    reading the terminal itself (fd 0 or `/dev/tty`: the shell at its prompt, a REPL,
 //!    `read`, a `[Y/n]` question, a pager; a password prompt when echo is off), and what the
 //!    send typed has left the terminal's input queue;
@@ -31,6 +33,9 @@ use crate::terminal::observe::encode_cursor;
 const POLL_EVERY: Duration = Duration::from_millis(25);
 /// Output must have been quiet this long before a reading process counts as waiting.
 const SETTLE: Duration = Duration::from_millis(60);
+/// How often the host's facts are looked at once the shell is back at its prompt after the
+/// typed command: its line editor is about to read, and the answer is due the moment it does.
+const PROMPT_POLL_EVERY: Duration = Duration::from_millis(1);
 /// Most characters of output returned (the newest are kept).
 pub const SEND_OUTPUT_MAX_CHARS: usize = 16_000;
 /// How long a send waits for a new shell's first prompt before it types anyway.
@@ -85,6 +90,11 @@ pub async fn send(
         Some(handle.input(request.text).await?)
     };
     let typed_at = Instant::now();
+    // The command known when the text was typed: one after it started from what was typed.
+    let typed_after = match input {
+        Some(_) => Some(handle.shell_state().await?.last_command.map(|c| c.id)),
+        None => None,
+    };
     let mut last_output = typed_at;
     let mut facts = None;
     let reason = loop {
@@ -96,24 +106,34 @@ pub async fn send(
         if probe.is_exited {
             break WaitReason::SessionExit;
         }
+        // The shell's own marks say that a command started since the typing has ended and
+        // the line editor is back: the shell printed all it prints before it reads, so no
+        // settling is needed, only the host's word that it reads and took everything typed.
+        let is_prompt_back = match typed_after {
+            Some(known) => is_prompt_back(&handle.shell_state().await?, known),
+            None => false,
+        };
         let now = Instant::now();
         let quiet = now - last_output;
-        // The process facts only matter once output is quiet: while it flows, nobody waits.
-        let (is_reading, is_consumed, is_current) = if quiet >= SETTLE.min(request.idle_window) {
-            facts = handle.foreground().await?;
-            // Facts ahead of what the actor applied are judged on the next look: its view of
-            // the output (quiet or not, the command's marks) is older than they are.
-            let applied = *seq.borrow();
-            let current = facts.as_ref().is_none_or(|f| f.is_current(applied));
-            let reading = facts.as_ref().is_some_and(|f| f.is_reading);
-            let consumed = facts
-                .as_ref()
-                .is_none_or(|f| f.input_queued.is_none_or(|queued| queued == 0));
-            (reading, consumed, current)
-        } else {
-            (false, false, false)
-        };
-        if is_current && quiet >= SETTLE && now - typed_at >= SETTLE && is_reading && is_consumed {
+        // The process facts only matter once output is quiet (while it flows, nobody waits)
+        // or the prompt is back.
+        let (is_reading, is_consumed, is_current) =
+            if is_prompt_back || quiet >= SETTLE.min(request.idle_window) {
+                facts = handle.foreground().await?;
+                // Facts ahead of what the actor applied are judged on the next look: its view of
+                // the output (quiet or not, the command's marks) is older than they are.
+                let applied = *seq.borrow();
+                let current = facts.as_ref().is_none_or(|f| f.is_current(applied));
+                let reading = facts.as_ref().is_some_and(|f| f.is_reading);
+                let consumed = facts
+                    .as_ref()
+                    .is_none_or(|f| f.input_queued.is_none_or(|queued| queued == 0));
+                (reading, consumed, current)
+            } else {
+                (false, false, false)
+            };
+        let is_settled = is_prompt_back || (quiet >= SETTLE && now - typed_at >= SETTLE);
+        if is_current && is_settled && is_reading && is_consumed {
             break WaitReason::StdinRead;
         }
         if is_current && quiet >= request.idle_window && !is_reading {
@@ -122,9 +142,14 @@ pub async fn send(
         if now >= deadline {
             break WaitReason::Timeout;
         }
+        let every = if is_prompt_back {
+            PROMPT_POLL_EVERY
+        } else {
+            POLL_EVERY
+        };
         tokio::select! {
             _ = seq.changed() => {}
-            () = tokio::time::sleep(POLL_EVERY.min(deadline.saturating_duration_since(now))) => {}
+            () = tokio::time::sleep(every.min(deadline.saturating_duration_since(now))) => {}
         }
     };
     if reason == WaitReason::Timeout && request.flush_on_timeout {
@@ -210,6 +235,17 @@ fn rendered(lines: &[String]) -> String {
         .rposition(|line| !line.trim_end().is_empty())
         .map_or(0, |last| last + 1);
     lines[..used].join("\n")
+}
+
+/// Whether the shell is back at its prompt, its line editor ready, after a command that
+/// started since `known` was the last one (`None`: none had run).
+fn is_prompt_back(shell: &super::ShellState, known: Option<u64>) -> bool {
+    shell.is_at_prompt
+        && shell.is_ready
+        && !shell.is_editor_silent
+        && shell
+            .last_command
+            .is_some_and(|c| !c.status.is_running() && known.is_none_or(|id| c.id > id))
 }
 
 /// Whether `after` is a command that ended since `before` was looked at.
