@@ -92,7 +92,7 @@ pub async fn get(
 }
 
 /// [`read_output`] on a blocking thread, then `then` on its text there too (a window's cut
-/// costs CPU in proportion to the text), with at most [`WHOLE_READS_AT_ONCE`] such reads
+/// costs CPU in proportion to the text), with at most two such reads
 /// under way in the server.
 pub async fn read_output_then<T: Send + 'static>(
     source: CommandSource,
