@@ -52,7 +52,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server (HTTP on 127.0.0.1:18091 and the local socket).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Work with terminals through the local server.
     #[command(subcommand)]
     Terminal(terminal_cmd::TerminalCommand),
@@ -205,7 +205,7 @@ fn main() -> std::process::ExitCode {
     };
     let outcome = runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => serve(args, cli.socket).await.map(|()| 0),
+            Command::Serve(args) => serve(*args, cli.socket).await.map(|()| 0),
             Command::Terminal(command) => {
                 let socket = cli
                     .socket

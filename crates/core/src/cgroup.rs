@@ -380,6 +380,40 @@ pub fn check_limits(limits: &CgroupLimits) -> Result<(), TerminalError> {
     Ok(())
 }
 
+/// Kills the processes of every terminal cgroup of the state dir at `state_dir` and removes
+/// those cgroups and the instance directories: for tests, which must leave no cgroup behind
+/// whatever their terminals did. Creates nothing.
+pub fn remove_all(state_dir: &Path) {
+    let (Ok(mounts), Ok(own)) = (
+        std::fs::read_to_string("/proc/self/mountinfo"),
+        std::fs::read_to_string("/proc/self/cgroup"),
+    ) else {
+        return;
+    };
+    let name = instance_name(state_dir);
+    let mut bases = Vec::new();
+    for controller in [None, Some("pids"), Some("memory")] {
+        if let Some(mount) = mount_of(&mounts, controller) {
+            let own = own_path(&own, controller).unwrap_or_else(|| "/".to_owned());
+            bases.push(within(&mount, &own).join(&name));
+            bases.push(mount.0.join(&name));
+        }
+    }
+    for base in bases {
+        let Ok(children) = std::fs::read_dir(&base) else {
+            continue;
+        };
+        for child in children.flatten().filter(|e| e.path().is_dir()) {
+            let mut record = CgroupRecord {
+                path: child.path().to_string_lossy().into_owned(),
+                ..CgroupRecord::default()
+            };
+            tree::teardown(&mut record);
+        }
+        let _ = std::fs::remove_dir(&base);
+    }
+}
+
 /// The cgroup name of a terminal instance: its id and the start of its process mark (ids are
 /// unique per owner only; the mark is unique per instance).
 pub fn terminal_cgroup_name(id: &str, process_mark: &str) -> String {

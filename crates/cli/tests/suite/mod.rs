@@ -1,6 +1,7 @@
 mod attach;
 mod bad_input;
 mod capabilities;
+mod cgroups;
 mod cli;
 mod connections;
 mod crash;
@@ -14,6 +15,7 @@ mod mcp;
 mod observe;
 mod origins;
 mod raw_http;
+mod retention;
 mod rotation;
 mod send;
 mod send_truth;
