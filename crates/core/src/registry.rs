@@ -502,16 +502,31 @@ impl Registry {
         let handle = self.get(owner, id).await?;
         let meta = handle.close().await?;
         let key = (owner.to_owned(), meta.id.clone());
-        let mut entries = self.entries.lock().await;
-        if let Some(entry) = entries.get_mut(&key) {
-            // Closed: the actor ends once the last live connection lets go of it.
-            entry.handle = None;
-            let dir = entry.dir.clone();
-            let mut on_disk = state_dir::read_meta(&dir).unwrap_or(meta.clone());
-            finish_cgroup(&dir, &mut on_disk);
-            if entry.is_expiring {
-                remove_terminal_dir(&dir);
-                entries.remove(&key);
+        let closed = {
+            let mut entries = self.entries.lock().await;
+            entries.get_mut(&key).map(|entry| {
+                // Closed: the actor ends once the last live connection lets go of it.
+                entry.handle = None;
+                (entry.dir.clone(), entry.is_expiring)
+            })
+        };
+        if let Some((dir, is_expiring)) = closed {
+            // What a dead host left in the cgroup, and an expiring terminal's files: file
+            // system work that may wait for processes to die, off the runtime's threads.
+            let fallback = meta.clone();
+            let finished = tokio::task::spawn_blocking(move || {
+                let mut on_disk = state_dir::read_meta(&dir).unwrap_or(fallback);
+                finish_cgroup(&dir, &mut on_disk);
+                if is_expiring {
+                    remove_terminal_dir(&dir);
+                }
+            })
+            .await;
+            if let Err(error) = finished {
+                tracing::warn!(%error, "cannot finish closing a terminal");
+            }
+            if is_expiring {
+                self.entries.lock().await.remove(&key);
             }
         }
         Ok(CloseResponse {

@@ -367,3 +367,66 @@ async fn a_restarted_server_finds_the_cgroup_and_its_close_removes_it() {
         assert!(!Path::new(dir).exists(), "{dir} is still there");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tmux_terminals_server_and_pane_are_in_its_cgroup_and_its_close_removes_it() {
+    let hub = start();
+    let client = hub.http();
+    if cgroups_or_skip(&client, "the tmux cgroup test")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let backends = get(&client, "/v2/backends").await;
+    let tmux_ready = data(&backends)["backends"].as_array().is_some_and(|all| {
+        all.iter()
+            .any(|b| b["type"] == "tmux" && b["status"] == "ready")
+    });
+    if !tmux_ready {
+        report("SKIPPED the tmux cgroup test: no usable tmux");
+        return;
+    }
+    let id = create(
+        &client,
+        json!({ "id": "paned", "cwd": "/", "backend": "tmux", "limits": { "pids_max": 32 } }),
+    )
+    .await;
+    let terminal = info(&client, &id).await;
+    let socket = terminal["tmux"]["socket"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let server: u32 = std::process::Command::new("tmux")
+        .args(["-S", &socket, "display-message", "-p", "#{pid}"])
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok())
+        .unwrap_or_else(|| panic!("no tmux server pid"));
+    let dirs = cgroup_dirs(&terminal["cgroup"]);
+    exec(&client, &id, "sleep 4245 & echo started").await;
+    let inside = procs(&dirs[0]);
+    assert!(
+        inside.contains(&server),
+        "the tmux server is not in {}",
+        dirs[0]
+    );
+    let pane = hub
+        .metas()
+        .into_iter()
+        .find(|m| m["id"] == "paned")
+        .and_then(|m| m["pid"].as_u64())
+        .and_then(|pid| u32::try_from(pid).ok())
+        .unwrap_or_else(|| panic!("no pane pid"));
+    assert!(
+        inside.contains(&pane),
+        "the pane's shell is not in {}",
+        dirs[0]
+    );
+    close(&client, &id).await;
+    for dir in &dirs {
+        assert!(!Path::new(dir).exists(), "{dir} is still there");
+    }
+    let alive: Vec<u32> = inside.into_iter().filter(|&pid| is_alive(pid)).collect();
+    assert!(alive.is_empty(), "still running after the close: {alive:?}");
+}
