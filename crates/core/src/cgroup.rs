@@ -102,11 +102,15 @@ impl LimitHome {
     }
 }
 
-/// Where this server's terminals' cgroups go.
+/// Where this server's terminals' cgroups go. The instance directories exist only while a
+/// terminal's cgroup is in them: made (again) for each new one, removed with the last.
 #[derive(Clone, Debug)]
 struct Layout {
     /// The instance directory in the v2 tree (`…/ptyhub-<hash>`).
     unified: PathBuf,
+    /// The v2 controllers enabled for the terminals' cgroups (in `unified`'s
+    /// `cgroup.subtree_control`, again whenever it is made).
+    controllers: Vec<String>,
     pids: Option<LimitHome>,
     memory: Option<LimitHome>,
     /// Why a limit has no home.
@@ -301,7 +305,11 @@ impl Layout {
             let own = own_path(own, Some(controller)).unwrap_or_else(|| "/".to_owned());
             let dir = within(&mount, &own).join(name);
             match make_dir(&dir) {
-                Ok(()) => Some(LimitHome::V1(dir)),
+                Ok(()) => {
+                    // A probe: it is made again when a terminal needs it.
+                    remove_if_empty(&dir);
+                    Some(LimitHome::V1(dir))
+                }
                 Err(error) => {
                     reasons.push(format!("cannot create {}: {error}", dir.display()));
                     None
@@ -310,8 +318,10 @@ impl Layout {
         };
         let pids = home("pids");
         let memory = home("memory");
+        remove_if_empty(&unified);
         Ok(Self {
             unified,
+            controllers: enabled,
             pids,
             memory,
             limits_reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
@@ -325,13 +335,14 @@ impl Layout {
         limits: CgroupLimits,
         record: &mut CgroupRecord,
     ) -> std::io::Result<()> {
-        make_dir(Path::new(&record.path))?;
+        make_within(&self.unified, name, || {
+            enable_controllers(&self.unified, &self.controllers);
+        })?;
         let v1_dir = |home: &LimitHome, record: &mut CgroupRecord| -> std::io::Result<PathBuf> {
             match home {
                 LimitHome::Unified => Ok(PathBuf::from(&record.path)),
                 LimitHome::V1(base) => {
-                    let dir = base.join(name);
-                    make_dir(&dir)?;
+                    let dir = make_within(base, name, || {})?;
                     let text = dir.to_string_lossy().into_owned();
                     if !record.v1_paths.contains(&text) {
                         record.v1_paths.push(text);
@@ -527,6 +538,29 @@ fn enable_controllers(dir: &Path, wanted: &[impl AsRef<str>]) -> Vec<String> {
         .filter(|c| enabled.split_whitespace().any(|e| e == **c))
         .map(|c| (*c).to_owned())
         .collect()
+}
+
+/// Makes `instance/name`, and `instance` first (then `prepare` it); again when a teardown
+/// removed `instance` in between (the last terminal's cgroup went).
+fn make_within(instance: &Path, name: &str, prepare: impl Fn()) -> std::io::Result<PathBuf> {
+    let dir = instance.join(name);
+    let mut tries = 0;
+    loop {
+        if !instance.exists() {
+            make_dir(instance)?;
+            prepare();
+        }
+        match make_dir(&dir) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound && tries < 3 => tries += 1,
+            Err(error) => return Err(error),
+            Ok(()) => return Ok(dir),
+        }
+    }
+}
+
+/// Removes a cgroup directory if nothing is in it (a cgroup with children or processes stays).
+pub(crate) fn remove_if_empty(dir: &Path) {
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// Creates a cgroup directory (one that exists is fine).

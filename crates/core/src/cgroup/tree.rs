@@ -239,7 +239,8 @@ fn is_unlisted(dir: &Path) -> bool {
     std::fs::read_to_string(dir.join("cgroup.procs")).map_or(true, |procs| procs.trim().is_empty())
 }
 
-/// Removes the cgroup's directories (those that are gone already are fine).
+/// Removes the cgroup's directories (those that are gone already are fine), and the instance
+/// directory each is in when it was the last one there.
 pub fn remove_dirs(record: &CgroupRecord) {
     for dir in record.dirs() {
         // A cgroup whose last process just left can be busy for a moment.
@@ -249,6 +250,13 @@ pub fn remove_dirs(record: &CgroupRecord) {
                 Err(_) => std::thread::sleep(EMPTY_POLL),
                 Ok(()) => break,
             }
+        }
+        if let Some(instance) = dir.parent().filter(|parent| {
+            parent
+                .file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with("ptyhub-"))
+        }) {
+            super::remove_if_empty(instance);
         }
     }
 }
