@@ -273,3 +273,75 @@ fn read_key(path: &Path, key: &str) -> Option<u64> {
         (name == key).then(|| value.trim().parse().ok()).flatten()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::process::Command;
+
+    use super::{CgroupRecord, Joiner, process_count, teardown};
+
+    /// A fresh cgroup in the first v1 `pids` hierarchy or, failing that, the v2 tree, when
+    /// this process may make one; `None` says why not.
+    fn scratch(kind: &str) -> Result<PathBuf, String> {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+        let controller = (kind == "v1").then_some("pids");
+        let mount = super::super::mount_of(&mounts, controller)
+            .ok_or_else(|| format!("no {kind} cgroup mount"))?;
+        let dir = mount.0.join(format!("ptyhub-test-{}", std::process::id()));
+        std::fs::create_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        Ok(dir)
+    }
+
+    /// The teardown without `cgroup.kill` (a v1 hierarchy has none, as an old kernel's v2
+    /// has none): freeze where it can, SIGKILL every listed pid, until none is left. With it
+    /// (v2): one write. Either way a process joined through [`Joiner`] is killed and the
+    /// directory removed.
+    #[test]
+    fn teardown_kills_what_joined_and_removes_the_cgroup_with_or_without_cgroup_kill() {
+        for kind in ["v1", "v2"] {
+            let dir = match scratch(kind) {
+                Ok(dir) => dir,
+                Err(reason) => {
+                    #[allow(clippy::print_stderr, reason = "a skipped check says so")]
+                    {
+                        eprintln!("SKIPPED the {kind} teardown check: {reason}");
+                    }
+                    continue;
+                }
+            };
+            let mut record = CgroupRecord {
+                path: dir.to_string_lossy().into_owned(),
+                ..CgroupRecord::default()
+            };
+            let joiner = Joiner::open(&record).unwrap_or_else(|e| panic!("open: {e}"));
+            let fds = joiner.raw_fds();
+            let mut command = Command::new("sleep");
+            command.arg("1000");
+            #[allow(unsafe_code, reason = "the test joins the child as the holder does")]
+            // SAFETY: only the async-signal-safe join runs between fork and exec.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                    Joiner::join_self(&fds)
+                });
+            }
+            let mut child = command.spawn().unwrap_or_else(|e| panic!("spawn: {e}"));
+            drop(joiner);
+            assert_eq!(process_count(&record), Some(1), "{kind}");
+            // Reaped by this thread while the teardown waits (the holder reaps its own).
+            let reaper = std::thread::spawn(move || child.wait());
+            teardown(&mut record);
+            let status = reaper.join().unwrap_or_else(|_| panic!("reaper"));
+            assert!(
+                status.is_ok_and(|s| !s.success()),
+                "{kind}: sleep was not killed"
+            );
+            assert_eq!(record.killed, Some(1), "{kind}");
+            assert!(
+                record.is_removed && !dir.exists(),
+                "{kind}: {}",
+                dir.display()
+            );
+        }
+    }
+}
