@@ -8,6 +8,8 @@
 //! idle_close_secs = 3600
 //! event_log_keep = "64M"
 //! backend = "auto"                   # auto, native or tmux (docs/backends.md)
+//! pids_max = 4096                    # each terminal's cgroup (docs/backends.md#cgroups)
+//! memory_max = "4G"                  # default: no limit
 //!
 //! [agent_env]                        # what new terminals get (default: PAGER=cat and the like)
 //! GIT_PAGER = "less -FRX"            # replaces a default
@@ -45,6 +47,11 @@ pub struct FileConfig {
     pub backend: Option<String>,
     /// The tmux executable of the tmux backend.
     pub tmux: Option<PathBuf>,
+    /// The default `pids.max` of each terminal's cgroup.
+    pub pids_max: Option<u64>,
+    /// The default memory limit of each terminal's cgroup: bytes, as a number or a string
+    /// with a K/M/G suffix.
+    pub memory_max: Option<ByteCount>,
     /// Changes to the agent environment new terminals get (docs/compatibility.md#agent-env):
     /// a value replaces the default's, an empty one removes the variable.
     #[serde(default)]
@@ -188,6 +195,26 @@ impl FileConfig {
             .as_deref()
             .map(|name| crate::parse_backend(name).map_err(|e| anyhow::anyhow!("backend: {e}")))
             .transpose()
+    }
+
+    /// `pids_max`, checked like the flag.
+    pub fn pids_max(&self) -> anyhow::Result<Option<u64>> {
+        self.pids_max
+            .map(|max| crate::parse_pids_max(&max.to_string()))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("pids_max: {e}"))
+    }
+
+    /// `memory_max` in bytes, checked like the flag.
+    pub fn memory_max(&self) -> anyhow::Result<Option<u64>> {
+        let text = match &self.memory_max {
+            None => return Ok(None),
+            Some(ByteCount::Number(n)) => n.to_string(),
+            Some(ByteCount::Text(text)) => text.clone(),
+        };
+        crate::parse_memory_max(&text)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("memory_max: {e}"))
     }
 
     /// `event_log_keep` in bytes, checked like the flag.

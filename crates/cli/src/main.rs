@@ -52,7 +52,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server (HTTP on 127.0.0.1:18091 and the local socket).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Work with terminals through the local server.
     #[command(subcommand)]
     Terminal(terminal_cmd::TerminalCommand),
@@ -120,6 +120,14 @@ struct ServeArgs {
     /// The tmux executable of the tmux backend. [default: tmux on PATH]
     #[arg(long, env = "PTYHUB_TMUX")]
     tmux: Option<PathBuf>,
+    /// The default `pids.max` of each terminal's cgroup (docs/backends.md#cgroups).
+    /// [default: none]
+    #[arg(long, env = "PTYHUB_PIDS_MAX", value_parser = parse_pids_max)]
+    pids_max: Option<u64>,
+    /// The default memory limit of each terminal's cgroup, in bytes or with a K/M/G suffix.
+    /// [default: none]
+    #[arg(long, env = "PTYHUB_MEMORY_MAX", value_name = "BYTES", value_parser = parse_memory_max)]
+    memory_max: Option<u64>,
     /// Connections the TCP listener serves at once; more wait in the kernel's queue. The
     /// local socket has its own budget. [default: a quarter of the open-file limit, at most
     /// 16384]
@@ -197,7 +205,7 @@ fn main() -> std::process::ExitCode {
     };
     let outcome = runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => serve(args, cli.socket).await.map(|()| 0),
+            Command::Serve(args) => serve(*args, cli.socket).await.map(|()| 0),
             Command::Terminal(command) => {
                 let socket = cli
                     .socket
@@ -234,6 +242,43 @@ fn main() -> std::process::ExitCode {
 /// A byte count with an optional binary suffix (`262144`, `256K`, `64MiB`), at least
 /// [`EVENT_LOG_KEEP_MIN_BYTES`].
 fn parse_event_log_keep(text: &str) -> Result<u64, String> {
+    let bytes = parse_byte_count(text)?;
+    if bytes < EVENT_LOG_KEEP_MIN_BYTES {
+        return Err(format!(
+            "{bytes} bytes is too little: a terminal keeps at least {EVENT_LOG_KEEP_MIN_BYTES} bytes (64K) of event log"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// A terminal's default memory limit: a byte count as [`parse_byte_count`] reads it, within
+/// the bounds a create's `limits.memory_max_bytes` has.
+fn parse_memory_max(text: &str) -> Result<u64, String> {
+    let bytes = parse_byte_count(text)?;
+    ptyhub_core::cgroup::check_limits(&ptyhub_protocol::api::CgroupLimits {
+        pids_max: None,
+        memory_max_bytes: Some(bytes),
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(bytes)
+}
+
+/// A terminal's default process limit, within the bounds a create's `limits.pids_max` has.
+fn parse_pids_max(text: &str) -> Result<u64, String> {
+    let max = text
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| format!("{text:?} is not a number of processes"))?;
+    ptyhub_core::cgroup::check_limits(&ptyhub_protocol::api::CgroupLimits {
+        pids_max: Some(max),
+        memory_max_bytes: None,
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(max)
+}
+
+/// A byte count with an optional binary suffix (`262144`, `256K`, `64MiB`, `1G`).
+fn parse_byte_count(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let digits = text.bytes().take_while(u8::is_ascii_digit).count();
     let (number, suffix) = text.split_at(digits);
@@ -253,11 +298,6 @@ fn parse_event_log_keep(text: &str) -> Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(unit))
         .ok_or_else(|| format!("{text:?} is not a byte count (like 67108864 or 64M)"))?;
-    if bytes < EVENT_LOG_KEEP_MIN_BYTES {
-        return Err(format!(
-            "{bytes} bytes is too little: a terminal keeps at least {EVENT_LOG_KEEP_MIN_BYTES} bytes (64K) of event log"
-        ));
-    }
     Ok(bytes)
 }
 
@@ -302,6 +342,13 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
         Some(backend) => backend,
         None => file.backend()?.unwrap_or_default(),
     };
+    let cgroups = ptyhub_core::cgroup::Cgroups::detect(
+        &state_path,
+        ptyhub_protocol::api::CgroupLimits {
+            pids_max: args.pids_max.or(file.pids_max()?),
+            memory_max_bytes: args.memory_max.or(file.memory_max()?),
+        },
+    );
     let launcher = HolderLauncher::current_exe().context("cannot find the ptyhub executable")?;
     let tmux = TmuxBackend::new(
         launcher.clone(),
@@ -314,7 +361,8 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
     let registry = Registry::new(RegistryConfig {
         state_dir,
         runtime_dir: runtime_dir.clone(),
-        backends: Backends::new(NativeBackend::new(launcher), vec![tmux], default_backend),
+        backends: Backends::new(NativeBackend::new(launcher), vec![tmux], default_backend)
+            .with_cgroups(cgroups),
         limits: Limits {
             max_live: max_terminals.max(1),
             idle_close: Duration::from_secs(idle_close_secs.max(1)),

@@ -11,12 +11,13 @@ use crate::error::TerminalError;
 use ptyhub_protocol::ids::{Name, TermSize, TerminalId};
 
 use crate::backend::{Backend, BackendChoice};
+use crate::cgroup::terminal_cgroup_name;
 use crate::holder::HolderSpec;
 use crate::registry::RegistryConfig;
 use crate::secret::random_token;
 use crate::shell;
 use crate::state_dir::{self, TerminalMeta, TerminalState};
-use ptyhub_protocol::api::BackendKind;
+use ptyhub_protocol::api::{BackendKind, CgroupLimits, Retention};
 
 /// What a client asks for when it creates a terminal.
 #[derive(Clone, Debug, Default)]
@@ -34,6 +35,10 @@ pub struct CreateSpec {
     pub backend: BackendChoice,
     /// The OS account to run it as, by name (see [`crate::registry::Registry::create`]).
     pub user: Option<String>,
+    /// Limits of its cgroup asked for (over the server's defaults).
+    pub limits: Option<CgroupLimits>,
+    /// Whether its files outlive it (`expiring`: removed when it closes).
+    pub retention: Retention,
 }
 
 /// A checked request: everything the terminal will be, before anything exists.
@@ -44,6 +49,9 @@ pub(crate) struct Plan {
     pub(crate) anonymous: bool,
     /// The account the client asked for, by name.
     pub(crate) user: Option<String>,
+    /// The cgroup limits asked for; [`Plan::start`] gets the checked ones.
+    pub(crate) limits: Option<CgroupLimits>,
+    pub(crate) retention: Retention,
     cwd: String,
     /// The client named the working directory (else a shell of another account starts in
     /// its home).
@@ -84,6 +92,8 @@ impl Plan {
             anonymous: spec.anonymous,
             is_cwd_given: spec.cwd.is_some(),
             user: spec.user.clone(),
+            limits: spec.limits,
+            retention: spec.retention,
             cwd,
             program,
             size,
@@ -91,9 +101,10 @@ impl Plan {
         })
     }
 
-    /// Writes the terminal's files and launches it; answers with its `meta.json` as the
-    /// running terminal has it. A failed launch leaves the directory marked `error` (and
-    /// closed), with its integration files removed.
+    /// Writes the terminal's files, makes its cgroup with `limits` (checked by
+    /// [`crate::cgroup::Cgroups::limits_for`]) and launches it; answers with its `meta.json`
+    /// as the running terminal has it. A failed launch leaves the directory marked `error`
+    /// (and closed), with its integration files and its cgroup removed.
     pub(crate) async fn start(
         &self,
         owner: &str,
@@ -101,6 +112,7 @@ impl Plan {
         config: &RegistryConfig,
         backend: &dyn Backend,
         user: Option<&crate::os_user::OsUser>,
+        limits: CgroupLimits,
     ) -> Result<TerminalMeta, TerminalError> {
         let Placement {
             dir,
@@ -120,18 +132,34 @@ impl Plan {
             _ => self.cwd.clone(),
         };
         let cwd = &cwd;
-        state_dir::create_private_dir(&dir).map_err(|e| {
-            TerminalError::internal(format!("cannot create {}: {e}", dir.display()))
-        })?;
-
         let nonce = random_token(24);
         // Not derived from the nonce: every program of the terminal can read its environment.
         let process_mark = random_token(24);
+        // Before the shell exists: the holder puts it in (docs/backends.md#cgroups).
+        let cgroup = config
+            .backends
+            .cgroups()
+            .create(&terminal_cgroup_name(id.as_str(), &process_mark), limits)?;
+        let remove_cgroup = || {
+            if let Some(record) = &cgroup {
+                crate::cgroup::tree::remove_dirs(record);
+            }
+        };
+        if let Err(e) = state_dir::create_private_dir(&dir) {
+            remove_cgroup();
+            return Err(TerminalError::internal(format!(
+                "cannot create {}: {e}",
+                dir.display()
+            )));
+        }
         let launch = match user {
             None => shell::prepare(&self.program, &nonce, &config.runtime_dir),
             Some(user) => prepare_for(user, &self.program, &nonce),
         }
-        .map_err(|e| TerminalError::internal(format!("cannot write shell integration: {e}")))?;
+        .map_err(|e| {
+            remove_cgroup();
+            TerminalError::internal(format!("cannot write shell integration: {e}"))
+        })?;
         let socket = config.runtime_dir.join(format!("h-{}.sock", &nonce[..16]));
         let mut command = vec![launch.program.clone()];
         command.extend(launch.args.iter().cloned());
@@ -162,9 +190,13 @@ impl Plan {
             tmux: None,
             user: user.map(|u| u.name.clone()),
             schema: state_dir::META_SCHEMA,
+            retention: self.retention,
+            cgroup: cgroup.clone(),
         };
-        state_dir::write_meta(&dir, &meta)
-            .map_err(|e| TerminalError::internal(format!("cannot write meta.json: {e}")))?;
+        state_dir::write_meta(&dir, &meta).map_err(|e| {
+            remove_cgroup();
+            TerminalError::internal(format!("cannot write meta.json: {e}"))
+        })?;
         let holder_spec = HolderSpec {
             dir: dir.clone(),
             socket,
@@ -190,6 +222,10 @@ impl Plan {
                 let _ = std::fs::remove_file(file).or_else(|_| std::fs::remove_dir_all(file));
             }
             let mut failed = meta;
+            if let Some(record) = failed.cgroup.as_mut() {
+                // A holder that started the program and then failed leaves it in there.
+                crate::cgroup::tree::teardown(record);
+            }
             failed.state = TerminalState::Error;
             failed.closed = true;
             let _ = state_dir::write_meta(&dir, &failed);

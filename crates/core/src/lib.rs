@@ -7,6 +7,8 @@
 //!   log, socket) and the backends' launcher for it;
 //! - [`event_log`]: a terminal's `events.jsonl` segments, written by the holder and read by
 //!   everyone else through a [`event_log::TerminalLog`];
+//! - [`cgroup`]: a cgroup per terminal (where, its limits, counting, the kill that leaves
+//!   nothing);
 //! - [`memory`]: handing freed heap memory back to the system;
 //! - [`state_dir`]: the resource on disk (`meta.json`, `state`, `events.jsonl`, …);
 //! - [`shell`]: the injected shell integration (OSC 133 marks with a per-terminal nonce);
@@ -38,6 +40,7 @@ macro_rules! log_line {
 }
 
 pub mod backend;
+pub mod cgroup;
 pub mod creation;
 pub mod error;
 pub mod event_log;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::TerminalError;
-use ptyhub_protocol::api::{CloseResponse, EventsResponse, TerminalInfo};
+use ptyhub_protocol::api::{CloseResponse, EventsResponse, Retention, TerminalInfo};
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::TerminalId;
 use tokio::sync::Mutex;
@@ -92,6 +92,8 @@ struct Entry {
     handle: Option<TerminalHandle>,
     dir: PathBuf,
     is_anonymous: bool,
+    /// Reclaimed first under the live limit; its directory goes when it closes.
+    is_expiring: bool,
     /// The last request that used it.
     last_used: Instant,
     /// Per-terminal default `no_change_timeout` (v1 `sessions/create` and `update`).
@@ -99,11 +101,12 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(handle: Option<TerminalHandle>, dir: PathBuf, is_anonymous: bool) -> Self {
+    fn new(handle: Option<TerminalHandle>, dir: PathBuf, meta: &state_dir::TerminalMeta) -> Self {
         Self {
             handle,
             dir,
-            is_anonymous,
+            is_anonymous: meta.anonymous,
+            is_expiring: meta.retention == Retention::Expiring,
             last_used: Instant::now(),
             no_change_timeout: None,
         }
@@ -143,18 +146,27 @@ impl Registry {
         let mut orphans = Vec::new();
         {
             let mut entries = self.entries.lock().await;
-            for (dir, meta) in found {
+            for (dir, mut meta) in found {
                 let key = (meta.owner.clone(), meta.id.clone());
                 let (is_closed, is_anonymous) = (meta.closed, meta.anonymous);
                 if is_anonymous && !is_closed {
                     orphans.push(key.clone());
                 }
+                if is_closed {
+                    // A close the previous server did not finish.
+                    finish_cgroup(&dir, &mut meta);
+                    if meta.retention == Retention::Expiring {
+                        remove_terminal_dir(&dir);
+                        continue;
+                    }
+                }
+                let entry_meta = meta.clone();
                 // A closed terminal is history only: no actor replays it.
                 let handle = (!is_closed).then(|| {
                     let backend = self.config.backends.for_kind(meta.backend);
                     TerminalHandle::spawn(dir.clone(), meta, backend)
                 });
-                entries.insert(key, Entry::new(handle, dir, is_anonymous));
+                entries.insert(key, Entry::new(handle, dir, &entry_meta));
             }
         }
         // An anonymous terminal's connection ended with the previous server: so does it.
@@ -230,10 +242,11 @@ impl Registry {
         }
     }
 
-    /// Makes room for one more live terminal: closes the least recently used terminal that
-    /// runs no command and has no live connection, or fails with `LIMIT_EXCEEDED`.
+    /// Makes room for one more live terminal: closes the least recently used `expiring`
+    /// terminal, else the least recently used one, that runs no command and has no live
+    /// connection, or fails with `LIMIT_EXCEEDED`.
     async fn make_room(&self) -> Result<(), TerminalError> {
-        let mut candidates: Vec<(Instant, String, TerminalId, TerminalHandle)> = {
+        let mut candidates: Vec<((bool, Instant), String, TerminalId, TerminalHandle)> = {
             let entries = self.entries.lock().await;
             if entries.values().filter(|e| !e.is_closed()).count() < self.config.limits.max_live {
                 return Ok(());
@@ -243,7 +256,8 @@ impl Registry {
                 .filter(|(_, e)| !e.is_closed())
                 .filter_map(|((owner, id), e)| {
                     let handle = e.handle.clone()?;
-                    Some((e.last_used, owner.clone(), id.clone(), handle))
+                    let order = (!e.is_expiring, e.last_used);
+                    Some((order, owner.clone(), id.clone(), handle))
                 })
                 .collect()
         };
@@ -385,9 +399,18 @@ impl Registry {
         owner: &str,
         spec: CreateSpec,
     ) -> Result<(TerminalHandle, bool), TerminalError> {
-        let choice = spec.backend;
+        let choice = match spec.retention {
+            Retention::Expiring => self.config.backends.for_expiring(spec.backend),
+            Retention::Persistent => spec.backend,
+        };
         let plan = Plan::new(spec)?;
-        // Before anything exists: an unavailable backend or account creates nothing.
+        // Before anything exists: bad limits, an unavailable backend or account create
+        // nothing.
+        let limits = self
+            .config
+            .backends
+            .cgroups()
+            .limits_for(plan.limits.as_ref())?;
         let backend = self.config.backends.choose(choice)?;
         let user = self.account_for(owner, plan.user.as_deref())?;
         let (id, agent, session) = (plan.id.clone(), plan.agent.clone(), plan.session.clone());
@@ -459,13 +482,18 @@ impl Registry {
                 &self.config,
                 backend.as_ref(),
                 user.as_ref(),
+                limits,
             )
             .await?;
-        let handle = TerminalHandle::spawn(dir.clone(), meta, backend);
-        self.entries
-            .lock()
-            .await
-            .insert(key, Entry::new(Some(handle.clone()), dir, plan.anonymous));
+        let entry = Entry::new(None, dir.clone(), &meta);
+        let handle = TerminalHandle::spawn(dir, meta, backend);
+        self.entries.lock().await.insert(
+            key,
+            Entry {
+                handle: Some(handle.clone()),
+                ..entry
+            },
+        );
         Ok((handle, true))
     }
 
@@ -473,10 +501,33 @@ impl Registry {
     pub async fn close(&self, owner: &str, id: &str) -> Result<CloseResponse, TerminalError> {
         let handle = self.get(owner, id).await?;
         let meta = handle.close().await?;
-        let mut entries = self.entries.lock().await;
-        if let Some(entry) = entries.get_mut(&(owner.to_owned(), meta.id.clone())) {
-            // Closed: the actor ends once the last live connection lets go of it.
-            entry.handle = None;
+        let key = (owner.to_owned(), meta.id.clone());
+        let closed = {
+            let mut entries = self.entries.lock().await;
+            entries.get_mut(&key).map(|entry| {
+                // Closed: the actor ends once the last live connection lets go of it.
+                entry.handle = None;
+                (entry.dir.clone(), entry.is_expiring)
+            })
+        };
+        if let Some((dir, is_expiring)) = closed {
+            // What a dead host left in the cgroup, and an expiring terminal's files: file
+            // system work that may wait for processes to die, off the runtime's threads.
+            let fallback = meta.clone();
+            let finished = tokio::task::spawn_blocking(move || {
+                let mut on_disk = state_dir::read_meta(&dir).unwrap_or(fallback);
+                finish_cgroup(&dir, &mut on_disk);
+                if is_expiring {
+                    remove_terminal_dir(&dir);
+                }
+            })
+            .await;
+            if let Err(error) = finished {
+                tracing::warn!(%error, "cannot finish closing a terminal");
+            }
+            if is_expiring {
+                self.entries.lock().await.remove(&key);
+            }
         }
         Ok(CloseResponse {
             session_id: meta.id.to_string(),
@@ -555,6 +606,28 @@ fn read_events_page(
         last_seq,
         has_more,
     })
+}
+
+/// Ends what is left in a closed terminal's cgroup (a host that died left it; the holder
+/// removes it itself otherwise), removes it and records that in `meta.json`.
+fn finish_cgroup(dir: &Path, meta: &mut state_dir::TerminalMeta) {
+    let Some(record) = meta.cgroup.as_mut().filter(|record| !record.is_removed) else {
+        return;
+    };
+    crate::cgroup::tree::teardown(record);
+    if let Err(error) = state_dir::write_meta(dir, meta) {
+        tracing::warn!(%error, "cannot write meta.json");
+    }
+}
+
+/// Removes an `expiring` terminal's directory once it closed.
+fn remove_terminal_dir(dir: &Path) {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => tracing::info!(dir = %dir.display(), "removed an expiring terminal's files"),
+        Err(error) => {
+            tracing::warn!(%error, dir = %dir.display(), "cannot remove an expiring terminal");
+        }
+    }
 }
 
 /// What a closed terminal is, from its files alone.

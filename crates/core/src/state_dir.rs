@@ -14,7 +14,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 pub use ptyhub_protocol::api::TerminalState;
-use ptyhub_protocol::api::{BackendKind, TerminalInfo, TmuxTarget};
+use ptyhub_protocol::api::{BackendKind, Retention, TerminalInfo, TmuxTarget};
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::{Name, TerminalId};
 use serde::{Deserialize, Serialize};
@@ -85,10 +85,19 @@ pub struct TerminalMeta {
     /// one written before the layout was numbered). A reader takes what it knows of a newer one.
     #[serde(default)]
     pub schema: u32,
+    /// `persistent` (absent) or `expiring`: an expiring terminal's directory is removed when
+    /// it closes.
+    #[serde(default, skip_serializing_if = "Retention::is_persistent")]
+    pub retention: Retention,
+    /// The terminal instance's cgroup (docs/backends.md#cgroups): its directories, limits and,
+    /// once it ended, what its end killed; absent when the server put it in none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<crate::cgroup::CgroupRecord>,
 }
 
-/// The layout of `meta.json` this ptyhub writes (docs/storage.md#meta-json).
-pub const META_SCHEMA: u32 = 1;
+/// The layout of `meta.json` this ptyhub writes (docs/storage.md#meta-json): 2 added
+/// `retention` and `cgroup`.
+pub const META_SCHEMA: u32 = 2;
 
 impl TerminalMeta {
     /// The terminal as the API shows it, with what only a live actor knows passed in.
@@ -119,6 +128,8 @@ impl TerminalMeta {
             backend: self.backend,
             tmux: self.tmux.clone(),
             storage_error: None,
+            retention: self.retention,
+            cgroup: self.cgroup.as_ref().map(crate::cgroup::CgroupRecord::info),
         }
     }
 }

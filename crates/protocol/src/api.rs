@@ -155,6 +155,9 @@ pub struct BackendsResponse {
     pub backends: Vec<BackendInfo>,
     /// What an explicit create without `backend` uses now.
     pub default: BackendKind,
+    /// Whether every new terminal gets a cgroup of its own, and where its limits are enforced.
+    #[serde(default)]
+    pub cgroups: CgroupsInfo,
 }
 
 /// The lifecycle of one command, as exec, wait, screen and the server-sent `result` event
@@ -230,6 +233,108 @@ pub struct CreateSessionParams {
     /// id with another account is `INVALID_INPUT`.
     #[serde(default)]
     pub user: Option<String>,
+    /// Limits of its cgroup (docs/backends.md#cgroups); a field left out takes the server's
+    /// default (`pids_max`, `memory_max` in the config). A limit of 0 or beyond the bounds
+    /// is `INVALID_INPUT`; a limit on a server that cannot create cgroups too.
+    #[serde(default)]
+    pub limits: Option<CgroupLimits>,
+    /// `persistent` (the default) or `expiring`: an expiring terminal is reclaimed first under
+    /// the live-terminal limit and its files are removed when it closes.
+    #[serde(default)]
+    pub retention: Option<Retention>,
+}
+
+/// How long a terminal's files outlive it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Retention {
+    /// Its history stays on disk after it closes (a closed terminal can be read and reopened).
+    #[default]
+    Persistent,
+    /// Reclaimed before any persistent terminal when the live limit is reached; its directory
+    /// (history included) is removed when it closes.
+    Expiring,
+}
+
+impl Retention {
+    /// Whether this is the default, `persistent` (left out of `meta.json`).
+    pub fn is_persistent(&self) -> bool {
+        *self == Self::Persistent
+    }
+}
+
+/// The limits of a terminal's cgroup (docs/backends.md#cgroups).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupLimits {
+    /// Processes (and threads) at most, 1 to 4194304 (`pids.max`); absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_max: Option<u64>,
+    /// Bytes of memory at most, 1 MiB to 1 PiB (`memory.max`, v1 `memory.limit_in_bytes`):
+    /// beyond it the kernel's out-of-memory killer ends a process of the terminal; absent: no
+    /// limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max_bytes: Option<u64>,
+}
+
+/// A terminal's cgroup as its info shows it (docs/backends.md#cgroups).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CgroupInfo {
+    /// The cgroup v2 directory its processes are in (membership, counting, kill).
+    pub path: String,
+    /// The cgroup v1 directories its processes are also in, where its limits live on a host
+    /// whose v2 tree lacks those controllers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub v1_paths: Vec<String>,
+    /// Its limits.
+    pub limits: CgroupLimits,
+    /// Processes in it now (null once it is removed).
+    pub processes: Option<u64>,
+    /// How many processes were still running when it was closed and had to be killed (null
+    /// until then).
+    pub killed: Option<u64>,
+    /// How many processes the out-of-memory killer ended in it.
+    pub oom_kills: u64,
+}
+
+/// Whether the server puts each terminal in a cgroup of its own (`GET /v2/backends`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CgroupsInfo {
+    /// `ready`, or `failed` with `reason`.
+    pub status: BackendStatus,
+    /// Why terminals get no cgroup here (not root and no delegated cgroup v2 subtree, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The directory (per server state dir) that holds the terminals' cgroups in the v2 tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Where each limit is enforced: `v2`, `v1`, or absent when it cannot be (with the reason
+    /// in `limits_reason`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<String>,
+    /// Where the memory limit is enforced: `v2`, `v1`, or absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// Why a limit cannot be enforced, when one cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits_reason: Option<String>,
+    /// The limits a create that gives none gets (the config's `pids_max`, `memory_max`).
+    pub default_limits: CgroupLimits,
+}
+
+impl Default for CgroupsInfo {
+    /// What a client reads from a server that predates cgroups: none.
+    fn default() -> Self {
+        Self {
+            status: BackendStatus::Failed,
+            reason: Some("this server does not put terminals in cgroups".to_owned()),
+            path: None,
+            pids: None,
+            memory: None,
+            limits_reason: None,
+            default_limits: CgroupLimits::default(),
+        }
+    }
 }
 
 /// One terminal as create, list and status show it (`meta.json` plus what its actor knows).
@@ -285,6 +390,13 @@ pub struct TerminalInfo {
     /// can; absent while the log takes every append (docs/storage.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_error: Option<String>,
+    /// `persistent` or `expiring` (see create's `retention`).
+    #[serde(default)]
+    pub retention: Retention,
+    /// Its cgroup, with the live process count and what its close killed; absent when the
+    /// server put it in none (docs/backends.md#cgroups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CgroupInfo>,
 }
 
 /// `POST …/exec` (also the body v1 exec is translated to): run one command in the

@@ -112,6 +112,16 @@ pub enum EventKind {
         /// Bytes cut from the end of the log.
         cut_bytes: u64,
     },
+    /// The kernel's out-of-memory killer ended processes in the terminal's cgroup (its
+    /// `memory_max_bytes` was reached): written by the holder when it sees the cgroup's count
+    /// rise (docs/storage.md, "cgroup.oom").
+    #[serde(rename = "cgroup.oom")]
+    CgroupOom {
+        /// Processes killed since the previous `cgroup.oom` event of this instance.
+        count: u64,
+        /// Processes killed in this instance's cgroup so far.
+        total: u64,
+    },
     /// An event type this reader does not know (written by a newer ptyhub).
     #[serde(other)]
     Unknown,

@@ -90,6 +90,8 @@ async fn create(
         env: params.env.unwrap_or_default(),
         shell: params.shell,
         user: params.user,
+        limits: params.limits,
+        retention: params.retention.unwrap_or_default(),
         anonymous: false,
         backend: match params.backend.as_deref() {
             None => BackendChoice::ServerDefault,
@@ -369,6 +371,7 @@ async fn backends(State(state): State<AppState>) -> Json<Envelope<BackendsRespon
         BackendsResponse {
             backends: list,
             default: backends.default_kind(),
+            cgroups: backends.cgroups().describe(),
         },
     ))
 }

@@ -428,6 +428,8 @@ impl Drop for Ptyhub {
                 }
             }
         }
+        // Every terminal's cgroup, whatever is left in it, and the state dir's own.
+        ptyhub_core::cgroup::remove_all(self.state.path());
     }
 }
 

@@ -205,6 +205,8 @@ impl FakeHost {
             tmux: None,
             user: None,
             schema: crate::state_dir::META_SCHEMA,
+            retention: ptyhub_protocol::api::Retention::Persistent,
+            cgroup: None,
         }
     }
 }

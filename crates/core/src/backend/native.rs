@@ -58,6 +58,14 @@ pub(super) fn end_terminal(exe: &Path, meta: &TerminalMeta) {
     if ended > 0 {
         tracing::info!(id = %meta.id, ended, "ended the processes of a terminal");
     }
+    // What the marks cannot lead to (a process that cleared its environment and left every
+    // marked session) is still in the terminal's cgroup.
+    if let Some(record) = meta.cgroup.as_ref().filter(|record| !record.is_removed) {
+        let killed = crate::cgroup::tree::kill_and_wait(record);
+        if killed > 0 {
+            tracing::info!(id = %meta.id, killed, "killed the processes of a terminal's cgroup");
+        }
+    }
 }
 
 impl Backend for NativeBackend {

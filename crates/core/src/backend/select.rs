@@ -9,6 +9,7 @@ use std::sync::Arc;
 use ptyhub_protocol::api::BackendKind;
 
 use super::{Availability, Backend, TerminalLog};
+use crate::cgroup::Cgroups;
 use crate::error::TerminalError;
 
 /// What an explicit create that names no backend gets (`PTYHUB_BACKEND`).
@@ -44,12 +45,14 @@ pub enum BackendChoice {
     Named(BackendKind),
 }
 
-/// Every backend of a server, the fallback (`native`) first.
+/// Every backend of a server, the fallback (`native`) first, and the cgroups every backend's
+/// terminals are put in (one per terminal, [`Cgroups`]).
 #[derive(Clone)]
 pub struct Backends {
     first: Arc<dyn Backend>,
     all: Vec<Arc<dyn Backend>>,
     default: DefaultBackend,
+    cgroups: Arc<Cgroups>,
 }
 
 impl Backends {
@@ -66,6 +69,29 @@ impl Backends {
             first,
             all,
             default,
+            cgroups: Arc::new(Cgroups::default()),
+        }
+    }
+
+    /// The same backends, putting each new terminal in a cgroup of its own where `cgroups`
+    /// can (without it, terminals get none).
+    #[must_use]
+    pub fn with_cgroups(mut self, cgroups: Cgroups) -> Self {
+        self.cgroups = Arc::new(cgroups);
+        self
+    }
+
+    /// Where terminals' cgroups go, and their default limits.
+    pub fn cgroups(&self) -> &Cgroups {
+        &self.cgroups
+    }
+
+    /// The choice for an `expiring` terminal: under `auto` it is native, as terminals nobody
+    /// created by name are; a named backend or a pinned default stays.
+    pub fn for_expiring(&self, choice: BackendChoice) -> BackendChoice {
+        match (choice, self.default) {
+            (BackendChoice::ServerDefault, DefaultBackend::Auto) => BackendChoice::Implicit,
+            (choice, _) => choice,
         }
     }
 

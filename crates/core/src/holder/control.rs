@@ -36,6 +36,10 @@ use super::clients::{self, Client};
 use super::control_client::{Control, decode_output, spawn_control};
 use super::log_writer::{self, LogWriter};
 use super::{HolderSpec, TmuxSpec};
+use crate::cgroup::{
+    self,
+    tree::{Joiner, OomWatch},
+};
 use crate::event_log::EventLog;
 use crate::process;
 use crate::state_dir::{self, TerminalMeta, TerminalState};
@@ -122,6 +126,8 @@ pub(super) struct ControlHolder {
     child_status: Option<(Option<i32>, Option<i32>)>,
     last_cwd_check: Instant,
     has_heap_activity: bool,
+    /// When the cgroup's out-of-memory count was last read.
+    oom: OomWatch,
 }
 
 impl ControlHolder {
@@ -140,7 +146,14 @@ impl ControlHolder {
         let listener = UnixListener::bind(&spec.socket)?;
         std::fs::set_permissions(&spec.socket, std::fs::Permissions::from_mode(0o600))?;
         listener.set_nonblocking(true)?;
-        let control = spawn_control(&spec, &tmux)?;
+        // A new session's tmux server is started by the control client: both join the
+        // terminal's cgroup (a reattached server is in it already).
+        let joiner = match &meta.cgroup {
+            Some(record) if !tmux.is_reattach => Some(Joiner::open(record)?),
+            _ => None,
+        };
+        let control = spawn_control(&spec, &tmux, joiner.as_ref())?;
+        drop(joiner);
         let mut holder = Self {
             spec,
             tmux,
@@ -163,6 +176,7 @@ impl ControlHolder {
             child_status: None,
             last_cwd_check: Instant::now(),
             has_heap_activity: true,
+            oom: OomWatch::default(),
         };
         match holder.begin() {
             Ok(()) => Ok(holder),
@@ -368,6 +382,18 @@ impl ControlHolder {
         if matches!(self.phase, Phase::Running) && self.last_cwd_check.elapsed() >= CWD_CHECK_EVERY
         {
             self.refresh_cwd();
+        }
+        self.check_oom(false);
+    }
+
+    /// Logs a `cgroup.oom` event when the cgroup's out-of-memory count rose.
+    fn check_oom(&mut self, is_due: bool) {
+        let Some(record) = self.meta.cgroup.as_mut() else {
+            return;
+        };
+        if let Some(event) = self.oom.check(record, is_due) {
+            self.log.append(event);
+            let _ = state_dir::write_meta(&self.spec.dir, &self.meta);
         }
     }
 
@@ -677,6 +703,9 @@ impl ControlHolder {
     /// left after a grace.
     fn begin_ending(&mut self) {
         if matches!(self.phase, Phase::Running) {
+            if let Some(record) = self.meta.cgroup.as_mut() {
+                cgroup::tree::note_ending(record);
+            }
             self.command("kill-server", Reply::Ignore);
             self.phase = Phase::Ending {
                 since: Instant::now(),
@@ -698,6 +727,9 @@ impl ControlHolder {
             self.finish();
         } else if !killed && since.elapsed() >= END_GRACE {
             self.signal_remaining(Signal::KILL);
+            if let Some(record) = &self.meta.cgroup {
+                cgroup::tree::kill_all(record);
+            }
             self.phase = Phase::Ending {
                 since,
                 killed: true,
@@ -715,6 +747,10 @@ impl ControlHolder {
             return;
         }
         self.control = None;
+        self.check_oom(true);
+        if let Some(record) = self.meta.cgroup.as_mut() {
+            cgroup::tree::teardown(record);
+        }
         let (exit_code, signal) = self.child_status.unwrap_or((None, None));
         self.log.append(EventKind::Exit { exit_code, signal });
         let _ = std::fs::remove_file(&self.tmux.socket);

@@ -19,8 +19,15 @@ pub(super) struct Control {
 /// Starts the control client: for a new terminal one command list that starts a private
 /// server with the terminal's environment, sets its options and creates the session; after a
 /// holder's death, an attach to the session that still runs.
-pub(super) fn spawn_control(spec: &HolderSpec, tmux: &TmuxSpec) -> io::Result<Control> {
+pub(super) fn spawn_control(
+    spec: &HolderSpec,
+    tmux: &TmuxSpec,
+    cgroup: Option<&crate::cgroup::tree::Joiner>,
+) -> io::Result<Control> {
     let mut cmd = Command::new(&tmux.program);
+    let cgroup_fds = cgroup
+        .map(crate::cgroup::tree::Joiner::raw_fds)
+        .unwrap_or_default();
     cmd.arg("-S")
         .arg(&tmux.socket)
         .args(["-f", "/dev/null", "-C"]);
@@ -60,9 +67,9 @@ pub(super) fn spawn_control(spec: &HolderSpec, tmux: &TmuxSpec) -> io::Result<Co
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system
     // calls on values it owns by copy; it allocates nothing.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             super::pty::reset_signals();
-            Ok(())
+            crate::cgroup::tree::Joiner::join_self(&cgroup_fds)
         });
     }
     let mut child = cmd.spawn()?;

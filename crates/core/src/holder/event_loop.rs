@@ -16,6 +16,10 @@ use super::HolderSpec;
 use super::clients::{self, Client};
 use super::log_writer::{self, LogWriter};
 use super::pty;
+use crate::cgroup::{
+    self,
+    tree::{Joiner, OomWatch},
+};
 use crate::event_log::EventLog;
 use crate::process;
 use crate::state_dir::{self, TerminalMeta, TerminalState};
@@ -62,6 +66,8 @@ pub(super) struct Holder {
     last_cwd_check: Instant,
     /// Whether buffers were allocated since the heap was last trimmed.
     has_heap_activity: bool,
+    /// When the cgroup's out-of-memory count was last read.
+    oom: OomWatch,
 }
 
 impl Holder {
@@ -76,7 +82,9 @@ impl Holder {
         std::fs::set_permissions(&spec.socket, std::fs::Permissions::from_mode(0o600))?;
         listener.set_nonblocking(true)?;
         let (master, slave) = pty::open_pair(spec.cols, spec.rows)?;
-        let child = pty::spawn(&spec, slave)?;
+        let joiner = meta.cgroup.as_ref().map(Joiner::open).transpose()?;
+        let child = pty::spawn(&spec, slave, joiner.as_ref())?;
+        drop(joiner);
 
         meta.state = TerminalState::Running;
         meta.holder_pid = Some(std::process::id());
@@ -102,6 +110,7 @@ impl Holder {
             phase: Phase::Running,
             last_cwd_check: Instant::now(),
             has_heap_activity: true,
+            oom: OomWatch::default(),
         };
         let start = EventKind::Start {
             instance: holder.meta.instance,
@@ -212,6 +221,28 @@ impl Holder {
         {
             self.refresh_cwd();
         }
+        self.check_oom(false);
+    }
+
+    /// Logs a `cgroup.oom` event when the cgroup's out-of-memory count rose (`is_due` reads it
+    /// now, else at most every `OOM_CHECK_EVERY`).
+    fn check_oom(&mut self, is_due: bool) {
+        let Some(record) = self.meta.cgroup.as_mut() else {
+            return;
+        };
+        if let Some(event) = self.oom.check(record, is_due) {
+            self.log.append(event);
+            if let Err(error) = state_dir::write_meta(&self.spec.dir, &self.meta) {
+                log_line!("holder: cannot write meta.json: {error}");
+            }
+        }
+    }
+
+    /// Notes how many processes the end of the terminal must end (for its info).
+    fn note_ending(&mut self) {
+        if let Some(record) = self.meta.cgroup.as_mut() {
+            cgroup::tree::note_ending(record);
+        }
     }
 
     fn handle_signals(&mut self) {
@@ -250,6 +281,7 @@ impl Holder {
             };
             self.child_status = Some(decoded);
             if matches!(self.phase, Phase::Running) {
+                self.note_ending();
                 self.phase = Phase::Ending {
                     since: Instant::now(),
                     killed: false,
@@ -262,6 +294,7 @@ impl Holder {
     /// Starts ending the terminal: hang up every process, kill what is left after a grace.
     fn begin_ending(&mut self) {
         if matches!(self.phase, Phase::Running) {
+            self.note_ending();
             self.phase = Phase::Ending {
                 since: Instant::now(),
                 killed: false,
@@ -293,6 +326,9 @@ impl Holder {
             self.finish();
         } else if !killed && since.elapsed() >= END_GRACE {
             self.signal_remaining(Signal::KILL);
+            if let Some(record) = &self.meta.cgroup {
+                cgroup::tree::kill_all(record);
+            }
             self.phase = Phase::Ending {
                 since,
                 killed: true,
@@ -308,6 +344,12 @@ impl Holder {
         if self.log.is_stalled() {
             // Output still waits for the log: the exit follows it once it is written.
             return;
+        }
+        // Every process of the terminal is gone: its cgroup goes too, after a last look at
+        // its out-of-memory count.
+        self.check_oom(true);
+        if let Some(record) = self.meta.cgroup.as_mut() {
+            cgroup::tree::teardown(record);
         }
         let (exit_code, signal) = self.child_status.unwrap_or((None, None));
         self.log.append(EventKind::Exit { exit_code, signal });

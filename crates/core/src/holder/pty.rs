@@ -88,8 +88,17 @@ pub(super) fn reset_signals() {
 }
 
 /// Starts the spec's program on `slave` and returns its pid. Consumes the slave descriptor.
-pub fn spawn(spec: &HolderSpec, slave: OwnedFd) -> io::Result<u32> {
+pub fn spawn(
+    spec: &HolderSpec,
+    slave: OwnedFd,
+    cgroup: Option<&crate::cgroup::tree::Joiner>,
+) -> io::Result<u32> {
     let mut cmd = Command::new(&spec.program);
+    // The descriptors of the cgroup's `cgroup.procs`, opened by the caller: the child joins
+    // the terminal's cgroup before exec, so the program is in it from its first instruction.
+    let cgroup_fds = cgroup
+        .map(crate::cgroup::tree::Joiner::raw_fds)
+        .unwrap_or_default();
     if let Some(user) = &spec.user {
         // The terminal is the account's own (its programs open `/dev/tty`), and the program
         // runs as it: std switches groups (dropping the supplementary ones) and then the user
@@ -115,7 +124,7 @@ pub fn spawn(spec: &HolderSpec, slave: OwnedFd) -> io::Result<u32> {
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system
     // calls on values it owns by copy; it allocates nothing.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -123,6 +132,7 @@ pub fn spawn(spec: &HolderSpec, slave: OwnedFd) -> io::Result<u32> {
                 return Err(io::Error::last_os_error());
             }
             reset_signals();
+            crate::cgroup::tree::Joiner::join_self(&cgroup_fds)?;
             // Mark, do not close: std's exec-error pipe must survive until exec.
             libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
             Ok(())

@@ -214,3 +214,39 @@ async fn a_closed_terminal_leaves_no_actor_behind() {
     assert_eq!(registry.list("ann", true).await.len(), 20);
     assert!(registry.list("ann", false).await.is_empty());
 }
+
+#[tokio::test]
+async fn an_expiring_terminal_is_reclaimed_before_an_older_persistent_one_and_its_files_go() {
+    let s = setup();
+    let registry = registry(&s, 2);
+    registry.create("ann", spec("kept")).await.expect("created");
+    let expiring = CreateSpec {
+        retention: ptyhub_protocol::api::Retention::Expiring,
+        ..spec("brief")
+    };
+    registry.create("ann", expiring).await.expect("created");
+    let brief_dir = s
+        .state
+        .discover()
+        .into_iter()
+        .find(|(_, meta)| meta.id.as_str() == "brief")
+        .map(|(dir, _)| dir)
+        .expect("brief on disk");
+    registry
+        .create("ann", spec("third"))
+        .await
+        .expect("room was made");
+    let mut live: Vec<String> = registry
+        .list("ann", true)
+        .await
+        .into_iter()
+        .map(|info| info.session_id)
+        .collect();
+    live.sort();
+    assert_eq!(
+        live,
+        ["kept", "third"],
+        "the expiring one is gone, listed or not"
+    );
+    assert!(!brief_dir.exists(), "its directory is removed");
+}

@@ -101,6 +101,8 @@ impl Actor {
             self.meta.exit_code = meta.exit_code;
             self.meta.signal = meta.signal;
             self.meta.ended_at = meta.ended_at;
+            // The holder accounts for and removes the cgroup as the terminal ends.
+            self.meta.cgroup = meta.cgroup;
         }
         // Pick up anything the holder wrote after the stream ended.
         self.replay_file();

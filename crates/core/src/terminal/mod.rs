@@ -903,8 +903,10 @@ impl Actor {
     fn info(&self) -> TerminalInfo {
         let mut meta = self.meta.clone();
         // The holder follows the shell's working directory in meta.json.
+        // And the cgroup's out-of-memory count.
         if let Ok(on_disk) = state_dir::read_meta(&self.dir) {
             meta.cwd = on_disk.cwd;
+            meta.cgroup = on_disk.cgroup;
         }
         let mut info = meta.info(
             self.last_activity,

@@ -1,0 +1,432 @@
+//! A cgroup per terminal, against the machine's real cgroups: a fork bomb bounded by its
+//! `pids_max` while another terminal answers, a memory hog killed at its `memory_max_bytes`
+//! with the `cgroup.oom` event in `events.jsonl`, process counts in the info, bad limits, and
+//! the close of a terminal whose holder was killed with SIGKILL. Each test skips, saying why,
+//! where the server cannot create cgroups (not root and no delegated subtree); every cgroup a
+//! test's server made is removed when its `Ptyhub` is dropped, whatever the test did.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{create, exec, exec_raw, get, post, start};
+use ptyhub_client::{Client, Method};
+use ptyhub_test_support::{Ptyhub, data, is_alive, kill_9, wait_until};
+
+/// The server's `cgroups` of `GET /v2/backends`, or `None` (and a printed reason) when it
+/// puts terminals in none.
+async fn cgroups_or_skip(client: &Client, test: &str) -> Option<Value> {
+    let backends = get(client, "/v2/backends").await;
+    let cgroups = data(&backends)["cgroups"].clone();
+    if cgroups["status"] == "ready" {
+        return Some(cgroups);
+    }
+    #[allow(
+        clippy::print_stderr,
+        reason = "a skipped test says so in the test output"
+    )]
+    {
+        eprintln!(
+            "SKIPPED {test}: this machine gives the server no cgroups ({})",
+            cgroups["reason"]
+        );
+    }
+    None
+}
+
+/// A figure or a path taken, in the test output (`--nocapture`).
+#[allow(
+    clippy::print_stderr,
+    reason = "the figure is part of what the test reports"
+)]
+fn report(line: &str) {
+    eprintln!("{line}");
+}
+
+async fn info(client: &Client, id: &str) -> Value {
+    data(&get(client, &format!("/v2/pty/sessions/{id}")).await).clone()
+}
+
+/// The cgroup of a closed terminal, from the list with closed ones.
+async fn closed_cgroup(client: &Client, id: &str) -> Value {
+    let list = get(client, "/v2/pty/sessions?include_closed=true").await;
+    data(&list)["sessions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|t| t["session_id"] == id))
+        .map(|t| t["cgroup"].clone())
+        .unwrap_or_else(|| panic!("{id} is not listed: {}", list.body))
+}
+
+/// Every directory of a terminal's cgroup, as its info names them.
+fn cgroup_dirs(cgroup: &Value) -> Vec<String> {
+    let mut dirs = vec![cgroup["path"].as_str().unwrap_or_default().to_owned()];
+    if let Some(v1) = cgroup["v1_paths"].as_array() {
+        dirs.extend(v1.iter().filter_map(Value::as_str).map(str::to_owned));
+    }
+    dirs
+}
+
+/// The pids listed in a cgroup directory's `cgroup.procs`.
+fn procs(dir: &str) -> Vec<u32> {
+    std::fs::read_to_string(Path::new(dir).join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
+}
+
+async fn close(client: &Client, id: &str) {
+    let answer = client
+        .send(Method::DELETE, &format!("/v2/pty/sessions/{id}"), None)
+        .await
+        .unwrap_or_else(|e| panic!("close: {e}"));
+    assert_eq!(answer.status, 200, "{}", answer.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_stays_in_its_pids_max_while_another_terminal_answers_and_its_close_leaves_nothing()
+ {
+    let hub = start();
+    let client = hub.http();
+    let Some(cgroups) = cgroups_or_skip(&client, "the fork bomb test").await else {
+        return;
+    };
+    report(&format!(
+        "pids.max enforced through cgroup {}",
+        cgroups["pids"]
+    ));
+    let bomb = create(
+        &client,
+        json!({ "id": "bomb", "cwd": "/", "limits": { "pids_max": 64 } }),
+    )
+    .await;
+    let calm = create(&client, json!({ "id": "calm", "cwd": "/" })).await;
+    let cgroup = info(&client, &bomb).await["cgroup"].clone();
+    assert_eq!(cgroup["limits"]["pids_max"], 64, "{cgroup}");
+    // The shell is in it from the start.
+    let shell = hub
+        .metas()
+        .into_iter()
+        .find(|m| m["id"] == "bomb")
+        .and_then(|m| m["pid"].as_u64())
+        .unwrap_or_else(|| panic!("no shell pid"));
+    let dirs = cgroup_dirs(&cgroup);
+    for dir in &dirs {
+        assert!(
+            procs(dir).contains(&u32::try_from(shell).unwrap_or_default()),
+            "the shell is not in {dir}"
+        );
+    }
+
+    let started = exec_raw(
+        &client,
+        &bomb,
+        json!({ "command": "bomb() { bomb | bomb & }; bomb", "async": true }),
+    )
+    .await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    wait_until("the bomb reaches its limit", || {
+        let client = client.clone();
+        let bomb = bomb.clone();
+        async move {
+            let count = info(&client, &bomb).await["cgroup"]["processes"].as_u64()?;
+            (count >= 48).then_some(())
+        }
+    })
+    .await;
+    let mut slowest = Duration::ZERO;
+    for i in 0..5 {
+        let begun = Instant::now();
+        let answer = exec(&client, &calm, &format!("echo calm-{i}")).await;
+        slowest = slowest.max(begun.elapsed());
+        assert_eq!(answer["output"], format!("calm-{i}"), "{answer}");
+    }
+    report(&format!(
+        "exec beside a fork bomb: slowest of 5 answered in {slowest:?}"
+    ));
+    assert!(slowest < Duration::from_secs(1), "exec took {slowest:?}");
+    let counted = info(&client, &bomb).await["cgroup"]["processes"]
+        .as_u64()
+        .unwrap_or_default();
+    assert!(counted <= 64, "{counted} processes under pids.max 64");
+
+    let inside: Vec<u32> = procs(&dirs[0]);
+    close(&client, &bomb).await;
+    for dir in &dirs {
+        assert!(!Path::new(dir).exists(), "{dir} is still there");
+    }
+    let alive: Vec<u32> = inside.into_iter().filter(|&pid| is_alive(pid)).collect();
+    assert!(alive.is_empty(), "still running after the close: {alive:?}");
+    let after = closed_cgroup(&client, &bomb).await;
+    assert!(
+        after["killed"].as_u64().is_some_and(|killed| killed >= 2),
+        "{after}"
+    );
+    assert_eq!(after["processes"], Value::Null, "{after}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_hog_over_its_memory_max_is_killed_and_the_kill_is_in_the_log() {
+    let hub = start();
+    let client = hub.http();
+    let Some(cgroups) = cgroups_or_skip(&client, "the memory hog test").await else {
+        return;
+    };
+    report(&format!(
+        "memory.max enforced through cgroup {}",
+        cgroups["memory"]
+    ));
+    let id = create(
+        &client,
+        json!({ "id": "hog", "cwd": "/", "limits": { "memory_max_bytes": 64 * 1024 * 1024 } }),
+    )
+    .await;
+    // 512 MiB in one piece, far over the limit: the kernel kills it as it touches the pages.
+    let answer = exec(
+        &client,
+        &id,
+        "python3 -c 'b = bytearray(512 * 1024 * 1024); print(len(b))'; echo status=$?",
+    )
+    .await;
+    assert!(
+        answer["output"]
+            .as_str()
+            .is_some_and(|out| out.contains("status=137")),
+        "{answer}"
+    );
+    let dir = hub
+        .terminal_dir(&id)
+        .unwrap_or_else(|| panic!("no terminal dir"));
+    let event = wait_until("a cgroup.oom event in events.jsonl", || {
+        let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
+        let found = log
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .find(|event| event["type"] == "cgroup.oom");
+        async move { found }
+    })
+    .await;
+    assert!(event["count"].as_u64().is_some_and(|n| n >= 1), "{event}");
+    let cgroup = info(&client, &id).await["cgroup"].clone();
+    assert!(
+        cgroup["oom_kills"].as_u64().is_some_and(|n| n >= 1),
+        "{cgroup}"
+    );
+    // The shell lives on: only the hog was killed.
+    assert_eq!(exec(&client, &id, "echo alive").await["output"], "alive");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_info_counts_the_terminals_processes() {
+    let hub = start();
+    let client = hub.http();
+    if cgroups_or_skip(&client, "the process count test")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let id = create(&client, json!({ "id": "counted", "cwd": "/" })).await;
+    let count = |client: Client| async move {
+        info(&client, "counted").await["cgroup"]["processes"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no process count"))
+    };
+    let before = count(client.clone()).await;
+    assert!(before >= 1, "{before}");
+    exec(&client, &id, "sleep 1000 & sleep 1001 & echo started").await;
+    let with_two = count(client.clone()).await;
+    assert!(with_two >= before + 2, "{before} then {with_two}");
+    let listed = get(&client, "/v2/pty/sessions").await;
+    assert!(
+        data(&listed)["sessions"][0]["cgroup"]["processes"]
+            .as_u64()
+            .is_some(),
+        "{}",
+        listed.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_limits_are_invalid_input_and_create_nothing() {
+    let hub = start();
+    let client = hub.http();
+    for (id, limits) in [
+        ("zero-pids", json!({ "pids_max": 0 })),
+        ("zero-memory", json!({ "memory_max_bytes": 0 })),
+        ("huge-pids", json!({ "pids_max": 1_u64 << 40 })),
+        ("huge-memory", json!({ "memory_max_bytes": u64::MAX })),
+        ("tiny-memory", json!({ "memory_max_bytes": 4096 })),
+        ("negative", json!({ "pids_max": -1 })),
+        ("unknown", json!({ "cpu_max": 2 })),
+    ] {
+        let answer = post(
+            &client,
+            "/v2/pty/sessions",
+            json!({ "id": id, "cwd": "/", "limits": limits }),
+        )
+        .await;
+        assert_eq!(answer.status, 400, "{id}: {}", answer.body);
+        assert_eq!(
+            answer.body["error"]["code"], "INVALID_INPUT",
+            "{id}: {}",
+            answer.body
+        );
+        assert!(hub.terminal_dir(id).is_none(), "{id} left a directory");
+    }
+    let backends = get(&client, "/v2/backends").await;
+    let cgroups = &data(&backends)["cgroups"];
+    if let Some(path) = cgroups["path"].as_str() {
+        let left: Vec<String> = std::fs::read_dir(path)
+            .map(|dir| {
+                dir.flatten()
+                    .filter(|e| e.path().is_dir())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(
+            left.is_empty(),
+            "cgroups made for refused creates: {left:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_killed_with_sigkill_leaves_nothing_its_cgroup_does_not_end() {
+    let hub = start();
+    let client = hub.http();
+    if cgroups_or_skip(&client, "the dead holder test")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let id = create(&client, json!({ "id": "orphaned", "cwd": "/" })).await;
+    // A process no mark leads to: a cleared environment in a session of its own.
+    exec(
+        &client,
+        &id,
+        "setsid env -i sleep 4243 </dev/null >/dev/null 2>&1 & echo started",
+    )
+    .await;
+    let cgroup = info(&client, &id).await["cgroup"].clone();
+    let dirs = cgroup_dirs(&cgroup);
+    let escapee = wait_until("the escapee runs in the cgroup", || {
+        let found = procs(&dirs[0]).into_iter().find(|&pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmd| cmd.contains("4243"))
+        });
+        async move { found }
+    })
+    .await;
+    let holder = hub
+        .metas()
+        .into_iter()
+        .find(|m| m["id"] == "orphaned")
+        .and_then(|m| m["holder_pid"].as_u64())
+        .and_then(|pid| u32::try_from(pid).ok())
+        .unwrap_or_else(|| panic!("no holder pid"));
+    kill_9(holder);
+    close(&client, &id).await;
+    wait_until("the escapee is gone", || async move {
+        (!is_alive(escapee)).then_some(())
+    })
+    .await;
+    for dir in &dirs {
+        assert!(!Path::new(dir).exists(), "{dir} is still there");
+    }
+    let meta = hub
+        .metas()
+        .into_iter()
+        .find(|m| m["id"] == "orphaned")
+        .unwrap_or_else(|| panic!("no meta.json"));
+    assert_eq!(meta["cgroup"]["is_removed"], true, "{meta}");
+    assert_eq!(meta["schema"], 2, "{meta}");
+}
+
+/// A server restarted on the state dir finds a running terminal's cgroup in its `meta.json`
+/// and still closes everything in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_finds_the_cgroup_and_its_close_removes_it() {
+    let mut hub: Ptyhub = start();
+    let client = hub.http();
+    if cgroups_or_skip(&client, "the restart test").await.is_none() {
+        return;
+    }
+    let id = create(&client, json!({ "id": "kept", "cwd": "/" })).await;
+    exec(&client, &id, "sleep 4244 & echo started").await;
+    let dirs = cgroup_dirs(&info(&client, &id).await["cgroup"]);
+    hub.restart();
+    let client = hub.http();
+    let again = info(&client, &id).await["cgroup"].clone();
+    assert_eq!(cgroup_dirs(&again), dirs, "{again}");
+    close(&client, &id).await;
+    for dir in &dirs {
+        assert!(!Path::new(dir).exists(), "{dir} is still there");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tmux_terminals_server_and_pane_are_in_its_cgroup_and_its_close_removes_it() {
+    let hub = start();
+    let client = hub.http();
+    if cgroups_or_skip(&client, "the tmux cgroup test")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let backends = get(&client, "/v2/backends").await;
+    let tmux_ready = data(&backends)["backends"].as_array().is_some_and(|all| {
+        all.iter()
+            .any(|b| b["type"] == "tmux" && b["status"] == "ready")
+    });
+    if !tmux_ready {
+        report("SKIPPED the tmux cgroup test: no usable tmux");
+        return;
+    }
+    let id = create(
+        &client,
+        json!({ "id": "paned", "cwd": "/", "backend": "tmux", "limits": { "pids_max": 32 } }),
+    )
+    .await;
+    let terminal = info(&client, &id).await;
+    let socket = terminal["tmux"]["socket"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let server: u32 = std::process::Command::new("tmux")
+        .args(["-S", &socket, "display-message", "-p", "#{pid}"])
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok())
+        .unwrap_or_else(|| panic!("no tmux server pid"));
+    let dirs = cgroup_dirs(&terminal["cgroup"]);
+    exec(&client, &id, "sleep 4245 & echo started").await;
+    let inside = procs(&dirs[0]);
+    assert!(
+        inside.contains(&server),
+        "the tmux server is not in {}",
+        dirs[0]
+    );
+    let pane = hub
+        .metas()
+        .into_iter()
+        .find(|m| m["id"] == "paned")
+        .and_then(|m| m["pid"].as_u64())
+        .and_then(|pid| u32::try_from(pid).ok())
+        .unwrap_or_else(|| panic!("no pane pid"));
+    assert!(
+        inside.contains(&pane),
+        "the pane's shell is not in {}",
+        dirs[0]
+    );
+    close(&client, &id).await;
+    for dir in &dirs {
+        assert!(!Path::new(dir).exists(), "{dir} is still there");
+    }
+    let alive: Vec<u32> = inside.into_iter().filter(|&pid| is_alive(pid)).collect();
+    assert!(alive.is_empty(), "still running after the close: {alive:?}");
+}
