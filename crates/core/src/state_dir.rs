@@ -119,6 +119,7 @@ impl TerminalMeta {
             backend: self.backend,
             tmux: self.tmux.clone(),
             storage_error: None,
+            lease: None,
         }
     }
 }

@@ -8,6 +8,7 @@ mod discovery;
 mod exec;
 mod grants;
 mod jobs;
+mod lease;
 mod lifecycle;
 mod limits;
 mod mcp;
