@@ -452,3 +452,53 @@ async fn input_is_logged_with_who_typed_it_and_a_hidden_password_only_as_its_len
         "the screen shows the line once: {text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tmux_backends_holder_logs_input_and_redacts_a_hidden_password() {
+    let hub = Ptyhub::start_with_env(
+        env!("CARGO_BIN_EXE_ptyhub"),
+        &[],
+        &[("PTYHUB_BACKEND", "tmux")],
+    );
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let info = get(&client, &format!("/v2/pty/sessions/{id}")).await;
+    assert_eq!(data(&info)["backend"], "tmux", "{}", info.body);
+    exec(&client, &id, "echo tmux-$((3+4))").await;
+    let prompt = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/send"),
+        json!({"text": "read -rs -p 'Password: ' pw; echo; echo \"got ${#pw}\"", "submit": true}),
+    )
+    .await;
+    assert_eq!(
+        data(&prompt)["wait_reason"],
+        "stdin_read",
+        "{}",
+        prompt.body
+    );
+    let secret = "tmux-sekrit";
+    let answered = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/send"),
+        json!({"text": secret, "submit": true}),
+    )
+    .await;
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    let events = input_events(&hub, &id);
+    let typed = events
+        .iter()
+        .find(|e| typed_text(e).contains("echo tmux-$((3+4))"))
+        .unwrap_or_else(|| panic!("exec's command in the log: {events:?}"));
+    assert_eq!(typed["by"], server_name().as_str(), "{typed}");
+    assert_eq!(typed["via"], "rest", "{typed}");
+    let hidden: Vec<&Value> = events.iter().filter(|e| e["redacted"] == true).collect();
+    assert_eq!(hidden.len(), 1, "the password is redacted: {events:?}");
+    assert_eq!(hidden[0]["bytes"], secret.len() + 1, "{}", hidden[0]);
+    let dir = hub.terminal_dir(&id).unwrap_or_default();
+    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
+    assert!(!log.contains(secret), "the secret is not in the log");
+    let _ = client
+        .send(Method::DELETE, &format!("/v2/pty/sessions/{id}"), None)
+        .await;
+}
