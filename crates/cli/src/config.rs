@@ -77,6 +77,9 @@ pub struct TokenEntry {
     /// The OS account this owner's terminals run as (the server must run as root); absent:
     /// the server's own.
     user: Option<String>,
+    /// The token's non-secret name, what its input is attributed to in the log and in
+    /// presence (`<owner>/<name>`); absent: `token-<n>`, its place in the list from 1.
+    name: Option<String>,
 }
 
 /// Reads `explicit`, or `<state dir>/config.toml` when it exists; nothing is an empty config.
@@ -143,10 +146,18 @@ impl FileConfig {
                     })
                     .collect::<anyhow::Result<Vec<_>>>()?,
             };
+            let name = entry
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("token-{}", i + 1));
+            ptyhub_protocol::ids::Name::parse(&name).map_err(|e| {
+                anyhow::anyhow!("{which}: name must be a plain name: {}", e.message)
+            })?;
             grants.push(Grant {
                 token: entry.token.clone(),
                 owner: entry.owner.clone(),
                 capabilities,
+                name,
             });
         }
         Ok(grants)

@@ -138,7 +138,7 @@ pub enum TerminalCommand {
 
 pub async fn run(command: TerminalCommand, socket: &Path) -> anyhow::Result<i32> {
     crate::paths::check_socket(socket)?;
-    let client = Client::unix(socket);
+    let client = Client::unix(socket).with_header(ptyhub_server::auth::VIA_HEADER, "cli");
     let outcome = dispatch(&client, command).await;
     match outcome {
         Ok(code) => Ok(code),

@@ -31,6 +31,11 @@ pub enum TerminalError {
     /// The host refused input (its queue is full: the program does not read).
     #[error("{reason}")]
     InputRefused { reason: String },
+    /// Someone else holds the terminal's keyboard (the input lease).
+    #[error(
+        "the keyboard is held by {holder} (via {via}): nothing was typed; wait for it (on_lease: \"wait\") or take it over (force)"
+    )]
+    InputLeased { holder: String, via: &'static str },
     /// No job has this id (`job` as the client wrote it).
     #[error("job {job} not found")]
     JobNotFound { job: String },
@@ -91,6 +96,7 @@ impl TerminalError {
             | Self::SendInProgress
             | Self::RelayBusy
             | Self::InputRefused { .. } => ErrorCode::Busy,
+            Self::InputLeased { .. } => ErrorCode::InputLeased,
             Self::JobNotFound { .. } | Self::NoRunningJob => ErrorCode::JobNotFound,
             Self::CommandNotFound { .. } => ErrorCode::CommandNotFound,
             Self::FirstPromptTimeout { .. } => ErrorCode::Timeout,

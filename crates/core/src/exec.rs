@@ -31,7 +31,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::TerminalError;
-use ptyhub_protocol::api::{CommandResult, ExecParams, JobParams, RunningState};
+use ptyhub_protocol::api::{CommandResult, ExecParams, JobParams, OnLease, RunningState};
+use ptyhub_protocol::event::InputSource;
 
 use crate::output_window::OutputWindow;
 use crate::plain_text::{TRUNCATE_CHARS, truncate_middle};
@@ -150,6 +151,10 @@ pub struct ExecOptions {
     is_input_returned: bool,
     /// The part of the output the answer carries; `None`: head and tail per `truncate`.
     window: Option<OutputWindow>,
+    /// What the command waits for while someone else holds the keyboard.
+    on_lease: OnLease,
+    /// Who runs it (its typed bytes are attributed to them); `None`: ptyhub.
+    source: Option<InputSource>,
 }
 
 impl ExecOptions {
@@ -183,7 +188,17 @@ impl ExecOptions {
             is_console_included: params.include_console.unwrap_or(false),
             is_input_returned: params.return_on_input.unwrap_or(true),
             window,
+            on_lease: params.on_lease.unwrap_or_default(),
+            source: None,
         })
+    }
+
+    /// Types the command as `source` (the log's `pty.input` event names them, and the input
+    /// lease applies to them).
+    #[must_use]
+    pub fn typed_by(mut self, source: InputSource) -> Self {
+        self.source = Some(source);
+        self
     }
 
     /// Truncates a long output to `chars` characters (half from each end) rather than the
@@ -248,6 +263,7 @@ impl ExecOptions {
             command,
             hard_timeout: self.hard_timeout,
             no_change_timeout: self.no_change_timeout(terminal_default),
+            source: self.source.clone(),
         }
     }
 
@@ -400,6 +416,15 @@ pub async fn submit(
     // The actor types at the prompt; a line editor that never says when it reads is looked
     // at first (typed too early, the terminal's line discipline would take the command).
     handle.wait_for_editor(options.start_wait_limit()).await?;
+    if let Some(source) = &options.source {
+        let limit = options
+            .start_wait_limit()
+            .unwrap_or(crate::terminal::live::LEASE_WAIT_DEFAULT);
+        let writer = crate::terminal::live::Writer::caller(source.clone());
+        handle
+            .wait_for_keyboard(&writer, options.on_lease, limit)
+            .await?;
+    }
     let command_id = handle.exec(options.request(terminal_default)).await?;
     Ok(Submitted {
         handle,

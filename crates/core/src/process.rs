@@ -498,6 +498,14 @@ pub fn discard_unread(fd: impl std::os::fd::AsFd) -> Option<u64> {
     unread
 }
 
+/// Whether the terminal `tty` hides what is typed: canonical mode without echo, a password
+/// prompt (a line editor clears both and echoes by itself). False when its modes cannot be
+/// read.
+pub fn hides_input(tty: &std::path::Path) -> bool {
+    let line = line_state(tty);
+    line.is_canonical && !line.is_echo
+}
+
 /// The terminal's line discipline as one open of it sees it.
 #[derive(Default)]
 struct LineState {

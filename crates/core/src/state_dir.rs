@@ -130,6 +130,7 @@ impl TerminalMeta {
             storage_error: None,
             retention: self.retention,
             cgroup: self.cgroup.as_ref().map(crate::cgroup::CgroupRecord::info),
+            lease: None,
         }
     }
 }

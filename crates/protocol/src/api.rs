@@ -397,6 +397,62 @@ pub struct TerminalInfo {
     /// server put it in none (docs/backends.md#cgroups).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<CgroupInfo>,
+    /// Who holds the keyboard (the input lease, docs/rest-v2.md#the-input-lease); absent
+    /// while nobody does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseInfo>,
+}
+
+/// The input lease: who holds a terminal's keyboard. While someone does, input from every
+/// other writer is refused with `INPUT_LEASED` (or waits, with `on_lease: "wait"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct LeaseInfo {
+    /// The holder's name, `<owner>/<token name>`.
+    pub by: String,
+    /// How the holder took it: `ws` (a live connection; the lease ends when it closes) or
+    /// `rest` / `mcp` / `cli` (until released, taken over, or `expires_at`).
+    pub via: crate::event::InputVia,
+    /// The live connection that holds it (its id in `presence` frames); null for a lease
+    /// taken over REST.
+    pub connection: Option<u64>,
+    /// Unix seconds when it was taken.
+    pub since: f64,
+    /// Unix seconds when a lease taken over REST ends by itself; null for a connection's.
+    pub expires_at: Option<f64>,
+}
+
+/// `POST …/lease`: take the keyboard.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseParams {
+    /// Take it even when someone else holds it (they are told); without it, a held lease
+    /// answers `INPUT_LEASED`.
+    #[serde(default)]
+    pub force: bool,
+    /// Seconds the lease lasts unless released first (default 300, at most 3600).
+    #[serde(default)]
+    pub ttl_secs: Option<f64>,
+}
+
+/// The answer of `GET`, `POST` and `DELETE …/lease`: who holds the keyboard now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct LeaseResponse {
+    /// The terminal's id.
+    pub session_id: String,
+    /// Who holds the keyboard; null while nobody does.
+    pub lease: Option<LeaseInfo>,
+}
+
+/// What input does while someone else holds the terminal's keyboard (the input lease).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnLease {
+    /// Refuse it at once with `INPUT_LEASED`, naming the holder.
+    #[default]
+    Refuse,
+    /// Wait for the lease to end, at most as long as the call may take (its `deadline` or
+    /// `timeout`; 30 seconds for `input`), then type; still held then: `INPUT_LEASED`.
+    Wait,
 }
 
 /// `POST …/exec` (also the body v1 exec is translated to): run one command in the
@@ -438,6 +494,10 @@ pub struct ExecParams {
     /// Default true on v2 and MCP; v1 waits as it always did.
     #[serde(default)]
     pub return_on_input: Option<bool>,
+    /// While someone else holds the keyboard: `refuse` (default, `INPUT_LEASED`) or `wait`
+    /// for it within `timeout` (docs/rest-v2.md#the-input-lease).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_lease: Option<OnLease>,
     /// Which part of the output the answer carries (docs/compatibility.md#output-windows);
     /// given, it replaces the head-and-tail truncation.
     #[serde(flatten)]
@@ -699,6 +759,10 @@ pub struct InputParams {
     /// Press Enter (`\r`) after the text.
     #[serde(default)]
     pub press_enter: bool,
+    /// While someone else holds the keyboard: `refuse` (default, `INPUT_LEASED`) or `wait`
+    /// for it, 30 seconds at most (docs/rest-v2.md#the-input-lease).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_lease: Option<OnLease>,
 }
 
 /// What became of typed bytes, as the terminal's host reports it (each figure null from a
@@ -799,6 +863,10 @@ pub struct SendParams {
     /// the program may read it later) or `flush` (discarded, so it can never run later).
     #[serde(default)]
     pub on_timeout: Option<OnTimeout>,
+    /// While someone else holds the keyboard: `refuse` (default, `INPUT_LEASED`) or `wait`
+    /// for it within `deadline` (docs/rest-v2.md#the-input-lease).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_lease: Option<OnLease>,
     /// Which part of the output the answer carries, as exec's (docs/compatibility.md#output-windows);
     /// without one, its newest 16,000 characters.
     #[serde(flatten)]

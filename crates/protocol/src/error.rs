@@ -45,6 +45,9 @@ pub enum ErrorCode {
     /// 409, retryable: a command, a send or a relay is already there, or the program has left
     /// too much input unread.
     Busy,
+    /// 409, retryable: someone else holds the terminal's keyboard (the input lease); the
+    /// message names them. Wait for it (`on_lease: "wait"`) or take it with `force`.
+    InputLeased,
     /// 429, retryable: the live limit is reached and no terminal can be reclaimed.
     LimitExceeded,
     /// 500: a fault of ptyhub itself.
@@ -56,7 +59,10 @@ impl ErrorCode {
     pub fn http_status(self) -> u16 {
         match self {
             Self::SessionNotFound | Self::JobNotFound | Self::CommandNotFound => 404,
-            Self::SessionNotRunning | Self::SessionAlreadyClosed | Self::Busy => 409,
+            Self::SessionNotRunning
+            | Self::SessionAlreadyClosed
+            | Self::Busy
+            | Self::InputLeased => 409,
             Self::Timeout => 408,
             Self::Cancelled => 409,
             Self::BackendUnavailable => 503,
@@ -75,6 +81,7 @@ impl ErrorCode {
         matches!(
             self,
             Self::Busy
+                | Self::InputLeased
                 | Self::Timeout
                 | Self::BackendUnavailable
                 | Self::CursorExpired
@@ -100,6 +107,7 @@ impl ErrorCode {
             Self::Unauthenticated => "UNAUTHENTICATED",
             Self::PermissionDenied => "PERMISSION_DENIED",
             Self::Busy => "BUSY",
+            Self::InputLeased => "INPUT_LEASED",
             Self::LimitExceeded => "LIMIT_EXCEEDED",
             Self::Internal => "INTERNAL",
         }

@@ -122,9 +122,111 @@ pub enum EventKind {
         /// Processes killed in this instance's cgroup so far.
         total: u64,
     },
+    /// Bytes typed into the terminal, as the holder passed them to the program, with who
+    /// typed them (docs/storage.md, "pty.input"). Readers that replay output skip it: what was
+    /// typed and echoed is in the `pty.output` events already.
+    #[serde(rename = "pty.input")]
+    Input(InputEvent),
     /// An event type this reader does not know (written by a newer ptyhub).
     #[serde(other)]
     Unknown,
+}
+
+/// A `pty.input` event: what was typed and by whom. Typed while the terminal did not echo (a
+/// password prompt: termios `ECHO` cleared), it keeps only the byte count (`redacted`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputEvent {
+    /// The bytes, as standard base64 in `data_b64`; absent when `redacted`.
+    #[serde(
+        rename = "data_b64",
+        with = "b64",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub data: Vec<u8>,
+    /// How many bytes were typed (also when they are redacted).
+    pub bytes: u64,
+    /// The terminal did not echo when they were typed: their bytes are not kept.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
+    /// Who typed them ([`InputSource::by`]); absent when the server did not say (an older
+    /// server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// How they arrived ([`InputSource::via`]); absent with `by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<InputVia>,
+}
+
+impl InputEvent {
+    /// The event of `data` typed by `source`: the bytes themselves, or only their count when
+    /// `is_echo_off` (what is typed at a password prompt is never kept).
+    pub fn new(data: &[u8], source: Option<&InputSource>, is_echo_off: bool) -> Self {
+        Self {
+            data: if is_echo_off {
+                Vec::new()
+            } else {
+                data.to_vec()
+            },
+            bytes: data.len() as u64,
+            redacted: is_echo_off,
+            by: source.map(|s| s.by.clone()),
+            via: source.map(|s| s.via),
+        }
+    }
+}
+
+/// Who typed input, as its `pty.input` event records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct InputSource {
+    /// The principal's non-secret name, `<owner>/<token name>` (never the token), or
+    /// `ptyhub` for what ptyhub typed itself (answers to terminal queries, an exec's ^C).
+    pub by: String,
+    /// How the input arrived.
+    pub via: InputVia,
+}
+
+impl InputSource {
+    /// What ptyhub types on its own: answers to terminal queries, the ^C of a timeout.
+    pub fn ptyhub() -> Self {
+        Self {
+            by: "ptyhub".to_owned(),
+            via: InputVia::Ptyhub,
+        }
+    }
+}
+
+/// How input arrived at the terminal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InputVia {
+    /// A WebSocket live connection (the web page, `ptyhub terminal attach`).
+    Ws,
+    /// REST (v1 or v2).
+    Rest,
+    /// An MCP tool call.
+    Mcp,
+    /// The `ptyhub` command line (over REST).
+    Cli,
+    /// ptyhub itself.
+    Ptyhub,
+    /// A way this reader does not know (written by a newer ptyhub).
+    #[serde(other)]
+    Other,
+}
+
+impl InputVia {
+    /// The wire spelling, e.g. `ws`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ws => "ws",
+            Self::Rest => "rest",
+            Self::Mcp => "mcp",
+            Self::Cli => "cli",
+            Self::Ptyhub => "ptyhub",
+            Self::Other => "other",
+        }
+    }
 }
 
 /// A `command.note` event: the server asks the holder to log it when it submits a command
@@ -296,5 +398,44 @@ mod tests {
         let future: Event = serde_json::from_str(r#"{"seq":3,"ts":1,"type":"pty.future","x":1}"#)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(future.kind, EventKind::Unknown);
+    }
+
+    #[test]
+    fn input_events_keep_their_bytes_or_only_their_count() {
+        let source = InputSource {
+            by: "alice/ci".to_owned(),
+            via: InputVia::Rest,
+        };
+        let typed = Event {
+            seq: Seq(4),
+            ts: 2.0,
+            kind: EventKind::Input(InputEvent::new(b"ls\r", Some(&source), false)),
+        };
+        let line = serde_json::to_string(&typed).unwrap_or_default();
+        assert_eq!(
+            line,
+            r#"{"seq":4,"ts":2.0,"type":"pty.input","data_b64":"bHMN","bytes":3,"by":"alice/ci","via":"rest"}"#
+        );
+        assert_eq!(Event::from_json_line(line.as_bytes()).ok(), Some(typed));
+        let secret = Event {
+            seq: Seq(5),
+            ts: 2.0,
+            kind: EventKind::Input(InputEvent::new(b"hunter2\r", Some(&source), true)),
+        };
+        let line = serde_json::to_string(&secret).unwrap_or_default();
+        assert_eq!(
+            line,
+            r#"{"seq":5,"ts":2.0,"type":"pty.input","bytes":8,"redacted":true,"by":"alice/ci","via":"rest"}"#
+        );
+        assert!(!line.contains("aHVudGVy"), "no byte of the secret is kept");
+        assert_eq!(Event::from_json_line(line.as_bytes()).ok(), Some(secret));
+        let older: Event = serde_json::from_str(
+            r#"{"seq":6,"ts":2,"type":"pty.input","data_b64":"eA==","bytes":1}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            older.kind,
+            EventKind::Input(InputEvent { by: None, .. })
+        ));
     }
 }

@@ -47,6 +47,10 @@ pub enum HolderRequest {
         /// own queue and the terminal's input queue), so it can never run later.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         discard_unread: bool,
+        /// Who typed the bytes: the holder logs them as a `pty.input` event with it (absent
+        /// from an older server: the event then names nobody).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<crate::event::InputSource>,
     },
     /// Set the PTY's size; the holder logs it as a `pty.resize` event (no answer). A zero
     /// dimension is ignored.
@@ -227,6 +231,7 @@ mod tests {
         let input = HolderRequest::Input {
             data: b"ls\r".to_vec(),
             discard_unread: false,
+            source: None,
         };
         let line = serde_json::to_string(&input).unwrap_or_default();
         assert_eq!(line, r#"{"op":"input","data_b64":"bHMN"}"#);

@@ -137,6 +137,10 @@ pub enum ServerFrame {
     },
     /// A newer durable relay took over; the connection closes after it.
     RelayReplaced,
+    /// Who is here (docs/websocket.md#presence): sent when the connection goes live, then
+    /// whenever someone joins or leaves, the keyboard changes hands, or typing starts or
+    /// stops (at most a few a second).
+    Presence(Presence),
     /// A refused frame or connection.
     Error {
         /// What went wrong, for people.
@@ -169,6 +173,44 @@ impl ServerFrame {
     }
 }
 
+/// The `presence` frame: the terminal's live connections, who holds the keyboard, who typed
+/// last.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Presence {
+    /// This connection's id among `connections`.
+    pub you: u64,
+    /// Every live connection of the terminal, oldest first.
+    pub connections: Vec<PresencePeer>,
+    /// Who holds the keyboard; null while nobody does.
+    pub lease: Option<crate::api::LeaseInfo>,
+    /// The last input anyone typed (any transport); null before any.
+    pub last_input: Option<LastInput>,
+}
+
+/// One live connection in a `presence` frame.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresencePeer {
+    /// The connection's id (`you`, `lease.connection`).
+    pub id: u64,
+    /// Who connected, `<owner>/<token name>`.
+    pub by: String,
+    /// What it may do.
+    pub mode: ConnectionMode,
+}
+
+/// The last input in a `presence` frame.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LastInput {
+    /// Who typed it; null when the log does not say (an older server).
+    pub by: Option<String>,
+    /// How it arrived.
+    pub via: Option<crate::event::InputVia>,
+    /// Unix seconds when it was typed.
+    pub at: f64,
+    /// It was typed within the last two seconds.
+    pub is_typing: bool,
+}
+
 /// A frame a client sends.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -191,6 +233,16 @@ pub enum ClientFrame {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         data: Option<ResizeData>,
     },
+    /// Take the keyboard (the input lease): input from every other writer is refused while
+    /// this connection holds it. Held by someone else: an `INPUT_LEASED` error, unless
+    /// `force` (the holder is told by a `presence` frame). Writers only.
+    LeaseTake {
+        /// Take it from whoever holds it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        force: bool,
+    },
+    /// Hand the keyboard back (nothing happens when this connection does not hold it).
+    LeaseRelease,
     /// Asks for a `pong`.
     Ping {
         /// Anything; the `pong` carries it back.
@@ -234,7 +286,7 @@ impl ClientFrame {
         }
         serde_json::from_str(body).map_err(|_| {
             ApiError::invalid(
-                "unknown frame: send {\"type\":\"input\",\"data\":…}, {\"type\":\"resize\",\"cols\":…,\"rows\":…} or {\"type\":\"ping\"}; nothing was written to the terminal",
+                "unknown frame: send {\"type\":\"input\",\"data\":…}, {\"type\":\"resize\",\"cols\":…,\"rows\":…}, {\"type\":\"lease_take\"}, {\"type\":\"lease_release\"} or {\"type\":\"ping\"}; nothing was written to the terminal",
             )
         })
     }

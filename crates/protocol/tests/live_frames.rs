@@ -10,9 +10,14 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use ptyhub_protocol::api::BackendKind;
+use ptyhub_protocol::api::LeaseInfo;
 use ptyhub_protocol::error::ErrorCode;
+use ptyhub_protocol::event::InputVia;
 use ptyhub_protocol::event::Seq;
-use ptyhub_protocol::live::{ClientFrame, ConnectionMode, LiveTransport, ResizeData, ServerFrame};
+use ptyhub_protocol::live::{
+    ClientFrame, ConnectionMode, LastInput, LiveTransport, Presence, PresencePeer, ResizeData,
+    ServerFrame,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -120,6 +125,50 @@ fn server_samples() -> Vec<(&'static str, ServerFrame)> {
         ("pong.no_timestamp", ServerFrame::Pong { timestamp: None }),
         ("relay_replaced", ServerFrame::RelayReplaced),
         (
+            "presence",
+            ServerFrame::Presence(Presence {
+                you: 2,
+                connections: vec![
+                    PresencePeer {
+                        id: 1,
+                        by: "1000/server".to_owned(),
+                        mode: ConnectionMode::Attach,
+                    },
+                    PresencePeer {
+                        id: 2,
+                        by: "alice/ci-bot".to_owned(),
+                        mode: ConnectionMode::Watch,
+                    },
+                ],
+                lease: Some(LeaseInfo {
+                    by: "1000/server".to_owned(),
+                    via: InputVia::Ws,
+                    connection: Some(1),
+                    since: 1_735_689_601.5,
+                    expires_at: None,
+                }),
+                last_input: Some(LastInput {
+                    by: Some("1000/server".to_owned()),
+                    via: Some(InputVia::Ws),
+                    at: 1_735_689_602.25,
+                    is_typing: true,
+                }),
+            }),
+        ),
+        (
+            "presence.alone",
+            ServerFrame::Presence(Presence {
+                you: 0,
+                connections: vec![PresencePeer {
+                    id: 0,
+                    by: "1000/local".to_owned(),
+                    mode: ConnectionMode::Relay,
+                }],
+                lease: None,
+                last_input: None,
+            }),
+        ),
+        (
             "error",
             ServerFrame::Error {
                 data: "Session already has an active WebSocket connection".to_owned(),
@@ -156,6 +205,9 @@ fn client_samples() -> Vec<(&'static str, ClientFrame)> {
             },
         ),
         ("ping.no_timestamp", ClientFrame::Ping { timestamp: None }),
+        ("lease_take", ClientFrame::LeaseTake { force: false }),
+        ("lease_take.force", ClientFrame::LeaseTake { force: true }),
+        ("lease_release", ClientFrame::LeaseRelease),
     ]
 }
 

@@ -12,6 +12,9 @@
 //    small status line.
 // 6. "replay this command" opens the playback at the command running (or last run) at the
 //    last event shown (`/play?…&at_seq=<last seq>`).
+// 7. `presence` frames show who holds the keyboard (the input lease), who watches and who is
+//    typing; the button takes the keyboard (from whoever holds it) or hands it back. While
+//    someone else holds it, typing is refused on the page with a status line, not sent.
 'use strict';
 
 (() => {
@@ -47,6 +50,12 @@
   let isFinished = false;
   let pingTimer = null;
   let pongTimer = null;
+  let presence = null; // the last `presence` frame
+  const keyboard = document.getElementById('keyboard');
+  const watchers = document.getElementById('watchers');
+  const typing = document.getElementById('typing');
+  const leaseButton = document.getElementById('lease');
+  const presenceLine = document.getElementById('presence');
 
   // For tests and the browser console.
   window.ptyhub = {
@@ -54,7 +63,60 @@
     mode,
     get socket() { return socket; },
     get lastSeq() { return lastSeq; },
+    get presence() { return presence; },
+    takeKeyboard,
+    releaseKeyboard,
   };
+
+  // Whether this page holds the keyboard, and whether someone else does.
+  function holdsKeyboard() {
+    return Boolean(presence && presence.lease && presence.lease.connection === presence.you);
+  }
+
+  function otherHolder() {
+    if (!presence || !presence.lease || holdsKeyboard()) return null;
+    return presence.lease.by;
+  }
+
+  function takeKeyboard() {
+    send(otherHolder() ? { type: 'lease_take', force: true } : { type: 'lease_take' });
+  }
+
+  function releaseKeyboard() {
+    send({ type: 'lease_release' });
+  }
+
+  function showPresence(frame) {
+    presence = frame;
+    const lease = frame.lease;
+    if (!lease) keyboard.textContent = 'keyboard: free';
+    else if (holdsKeyboard()) keyboard.textContent = 'keyboard: you';
+    else keyboard.textContent = `keyboard: ${lease.by} (${lease.via})`;
+    presenceLine.dataset.keyboard = !lease ? 'free' : holdsKeyboard() ? 'you' : 'other';
+    const others = (frame.connections || []).filter((c) => c.id !== frame.you);
+    const watching = others.filter((c) => c.mode === 'watch').map((c) => c.by);
+    const writing = others.filter((c) => c.mode !== 'watch').map((c) => c.by);
+    const parts = [];
+    if (writing.length) parts.push(`also typing here: ${writing.join(', ')}`);
+    if (watching.length) parts.push(`watching: ${watching.join(', ')}`);
+    watchers.textContent = parts.join(' · ');
+    const last = frame.last_input;
+    typing.textContent = last && last.is_typing ? `${last.by || 'someone'} is typing (${last.via || '?'})` : '';
+    if (!isWatcher) {
+      leaseButton.hidden = false;
+      leaseButton.textContent = holdsKeyboard() ? 'release the keyboard' : 'take the keyboard';
+    }
+  }
+
+  // Typing while someone else holds the keyboard: say so instead of losing keys silently.
+  function typeOrRefuse(data) {
+    const holder = otherHolder();
+    if (holder) {
+      setStatus('refused', `typing refused: ${holder} holds the keyboard (take it to type)`);
+      return;
+    }
+    send({ type: 'input', data });
+  }
 
   function setStatus(state, text) {
     status.dataset.state = state;
@@ -133,6 +195,10 @@
       }
       case 'error':
         setStatus(status.dataset.state, `error: ${frame.data}`);
+        break;
+      case 'presence':
+        showPresence(frame);
+        if (status.dataset.state === 'refused' && !otherHolder()) setStatus('connected', 'connected');
         break;
       case 'pong':
         clearTimeout(pongTimer);
@@ -240,7 +306,12 @@
       });
     });
     if (!isWatcher) {
-      term.onData((data) => send({ type: 'input', data }));
+      term.onData(typeOrRefuse);
+      leaseButton.addEventListener('click', () => {
+        if (holdsKeyboard()) releaseKeyboard();
+        else takeKeyboard();
+        term.focus();
+      });
       term.onResize(({ cols, rows }) => send({ type: 'resize', cols, rows }));
     }
     if (!id) {

@@ -18,6 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use ptyhub_protocol::api::CreateSessionParams;
 use ptyhub_protocol::error::{ApiError, ErrorCode};
+use ptyhub_protocol::event::{InputSource, InputVia};
 
 use crate::AppState;
 use crate::http_error::HttpError;
@@ -69,6 +70,12 @@ impl Capability {
 pub struct Principal {
     pub owner: String,
     capabilities: Vec<Capability>,
+    /// The credential's non-secret name: `server` for the server's own token (and the logins
+    /// made with it), a configured token's `name`, `local` for the unix socket's peer.
+    pub name: String,
+    /// How the request arrived, as its client declares it ([`VIA_HEADER`]): what its input is
+    /// attributed to, never a right.
+    pub via: InputVia,
 }
 
 /// A token from the configuration file: it acts for `owner` with `capabilities` only.
@@ -77,6 +84,22 @@ pub struct Grant {
     pub token: String,
     pub owner: String,
     pub capabilities: Vec<Capability>,
+    /// The token's non-secret name (what its input is attributed to).
+    pub name: String,
+}
+
+/// The header by which a client says how its requests arrive, for the attribution of what
+/// they type (`pty.input` events, presence): `mcp` (the MCP bridge) or `cli` (the `ptyhub`
+/// command line); absent or anything else: `rest`.
+pub const VIA_HEADER: &str = "x-ptyhub-via";
+
+/// How a request with `headers` arrived, as [`VIA_HEADER`] declares it.
+fn declared_via(headers: &HeaderMap) -> InputVia {
+    match headers.get(VIA_HEADER).and_then(|v| v.to_str().ok()) {
+        Some("mcp") => InputVia::Mcp,
+        Some("cli") => InputVia::Cli,
+        _ => InputVia::Rest,
+    }
 }
 
 /// The header by which a client of the local socket (the server's own user, who may do
@@ -88,35 +111,70 @@ impl Principal {
     /// The value of [`ACT_AS_HEADER`] for this principal.
     pub fn act_as_value(&self) -> String {
         let capabilities: Vec<&str> = self.capabilities.iter().map(|c| c.as_str()).collect();
-        format!("{} {}", self.owner, capabilities.join(","))
+        format!(
+            "{} {} name={}",
+            self.owner,
+            capabilities.join(","),
+            self.name
+        )
     }
 
-    /// This principal narrowed to what `value` ([`ACT_AS_HEADER`]) asks for.
+    /// This principal narrowed to what `value` ([`ACT_AS_HEADER`]) asks for: an owner, then
+    /// capabilities separated by commas, then optionally `name=<token name>`.
     fn narrowed(&self, value: &str) -> Result<Self, ApiError> {
-        let invalid =
-            || ApiError::invalid(format!("{ACT_AS_HEADER} must be '<owner> <capability>,…'"));
-        let (owner, names) = value.trim().split_once(' ').unwrap_or((value.trim(), ""));
+        let invalid = || {
+            ApiError::invalid(format!(
+                "{ACT_AS_HEADER} must be '<owner> <capability>,… [name=<name>]'"
+            ))
+        };
+        let mut words = value.split_whitespace();
+        let owner = words.next().unwrap_or_default();
         if ptyhub_protocol::ids::Name::parse(owner).is_err() {
             return Err(invalid());
         }
         let mut capabilities = Vec::new();
-        for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let capability = Capability::parse(name).ok_or_else(invalid)?;
-            if self.capabilities.contains(&capability) {
-                capabilities.push(capability);
+        let mut name = self.name.clone();
+        for word in words {
+            if let Some(named) = word.strip_prefix("name=") {
+                ptyhub_protocol::ids::Name::parse(named).map_err(|_| invalid())?;
+                named.clone_into(&mut name);
+                continue;
+            }
+            for capability in word.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                let capability = Capability::parse(capability).ok_or_else(invalid)?;
+                if self.capabilities.contains(&capability) {
+                    capabilities.push(capability);
+                }
             }
         }
         Ok(Self {
             owner: owner.to_owned(),
             capabilities,
+            name,
+            via: self.via,
         })
     }
 
-    /// The owner with every capability.
+    /// The owner with every capability, for the server's own token.
     pub(crate) fn everything(owner: String) -> Self {
         Self {
             owner,
             capabilities: Capability::ALL.to_vec(),
+            name: "server".to_owned(),
+            via: InputVia::Rest,
+        }
+    }
+
+    /// Who this principal is in `pty.input` events and presence: `<owner>/<name>`.
+    pub fn who(&self) -> String {
+        format!("{}/{}", self.owner, self.name)
+    }
+
+    /// What this principal's input is attributed to.
+    pub fn source(&self) -> InputSource {
+        InputSource {
+            by: self.who(),
+            via: self.via,
         }
     }
 
@@ -273,6 +331,8 @@ fn resolve(state: &AppState, credential: Credential<'_>) -> Result<Principal, Ap
             .map(|grant| Principal {
                 owner: grant.owner.clone(),
                 capabilities: grant.capabilities.clone(),
+                name: grant.name.clone(),
+                via: InputVia::Rest,
             })
             .ok_or_else(|| ApiError::new(ErrorCode::Unauthenticated, "invalid token")),
         Credential::Login {
@@ -298,9 +358,10 @@ fn resolve(state: &AppState, credential: Credential<'_>) -> Result<Principal, Ap
             ErrorCode::Unauthenticated,
             "missing bearer token (Authorization: Bearer <token>)",
         )),
-        Credential::PeerUid(Some(uid)) if uid == server_uid || uid == 0 => {
-            Ok(Principal::everything(server_uid.to_string()))
-        }
+        Credential::PeerUid(Some(uid)) if uid == server_uid || uid == 0 => Ok(Principal {
+            name: "local".to_owned(),
+            ..Principal::everything(server_uid.to_string())
+        }),
         Credential::PeerUid(_) => Err(ApiError::new(
             ErrorCode::PermissionDenied,
             "the local socket serves only the server's own user",
@@ -532,7 +593,8 @@ pub async fn tcp_auth(State(state): State<AppState>, mut request: Request, next:
     let is_simple_cookie = matches!(credential, Credential::Login { .. })
         && !request.headers().contains_key(header::ORIGIN);
     match resolve(&state, credential) {
-        Ok(principal) => {
+        Ok(mut principal) => {
+            principal.via = declared_via(request.headers());
             request.extensions_mut().insert(principal);
             if is_simple_cookie {
                 request.extensions_mut().insert(SimpleCookieRequest);
@@ -550,12 +612,12 @@ pub async fn unix_auth(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let resolved =
-        resolve(&state, Credential::PeerUid(peer.uid)).and_then(|principal| {
-            match request.headers().get(ACT_AS_HEADER) {
-                Some(value) => principal.narrowed(value.to_str().unwrap_or_default()),
-                None => Ok(principal),
-            }
+    let via = declared_via(request.headers());
+    let resolved = resolve(&state, Credential::PeerUid(peer.uid))
+        .map(|principal| Principal { via, ..principal })
+        .and_then(|principal| match request.headers().get(ACT_AS_HEADER) {
+            Some(value) => principal.narrowed(value.to_str().unwrap_or_default()),
+            None => Ok(principal),
         });
     match resolved {
         Ok(principal) => {
@@ -668,7 +730,31 @@ mod tests {
         Principal {
             owner: "bot".to_owned(),
             capabilities: capabilities.to_vec(),
+            name: "token-1".to_owned(),
+            via: InputVia::Rest,
         }
+    }
+
+    #[test]
+    fn the_act_as_header_carries_the_name_and_an_older_one_still_parses() {
+        let bridge = Principal::everything("1000".to_owned());
+        let caller = principal(&[Capability::Read, Capability::Write]);
+        let narrowed = bridge
+            .narrowed(&caller.act_as_value())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(narrowed.who(), "bot/token-1");
+        assert!(narrowed.allow(Operation::Run).is_ok());
+        let older = bridge
+            .narrowed("bot terminal.read")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(older.who(), "bot/server", "the bridge's own name");
+        assert!(older.allow(Operation::Type).is_err());
+        let nothing = principal(&[]);
+        let none = bridge
+            .narrowed(&nothing.act_as_value())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(none.allow(Operation::Read).is_err(), "no capability");
+        assert!(bridge.narrowed("bot terminal.read name=a/b").is_err());
     }
 
     #[test]

@@ -33,7 +33,7 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde::{Deserialize, Serialize};
 
-use crate::auth::{ACT_AS_HEADER, Principal};
+use crate::auth::{ACT_AS_HEADER, Principal, VIA_HEADER};
 use crate::wire_error::{Surface, WireError};
 
 pub const INSTRUCTIONS: &str = "Persistent terminals (real PTY shells) that outlive this conversation. \
@@ -117,6 +117,16 @@ struct ExecArgs {
     context: Option<i64>,
     /// Include the console history of the terminal's last commands (default false).
     include_console: Option<bool>,
+    /// While a person holds the terminal's keyboard (the input lease): "refuse" (default: fail with INPUT_LEASED at once) or "wait" for them to hand it back, within timeout.
+    on_lease: Option<String>,
+}
+
+/// The `on_lease` of a tool's arguments: `wait`, else refuse.
+fn on_lease(asked: Option<&str>) -> Option<ptyhub_protocol::api::OnLease> {
+    asked.map(|asked| match asked {
+        "wait" => ptyhub_protocol::api::OnLease::Wait,
+        _ => ptyhub_protocol::api::OnLease::Refuse,
+    })
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -163,6 +173,8 @@ struct SendArgs {
     deadline: Option<f64>,
     /// Seconds of quiet output, while nothing reads, that count as idle (default 2).
     idle_window: Option<f64>,
+    /// While a person holds the terminal's keyboard (the input lease): "refuse" (default: fail with INPUT_LEASED at once) or "wait" for them to hand it back, within deadline.
+    on_lease: Option<String>,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -350,12 +362,10 @@ impl PtyhubMcp {
         let principal = context
             .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Principal>());
+        let client = self.client.clone().with_header(VIA_HEADER, "mcp");
         match principal {
-            Some(principal) => self
-                .client
-                .clone()
-                .with_header(ACT_AS_HEADER, principal.act_as_value()),
-            None => self.client.clone(),
+            Some(principal) => client.with_header(ACT_AS_HEADER, principal.act_as_value()),
+            None => client,
         }
     }
 
@@ -397,6 +407,7 @@ impl PtyhubMcp {
             command: a.command,
             timeout: Some(self.capped_secs(a.timeout, None)),
             include_console: a.include_console,
+            on_lease: on_lease(a.on_lease.as_deref()),
             window: WindowParams {
                 head: a.head,
                 tail: a.tail,
@@ -482,6 +493,7 @@ impl PtyhubMcp {
             deadline: Some(self.capped_secs(a.deadline, Some(SEND_DEADLINE_DEFAULT_SECS))),
             idle_window: a.idle_window,
             on_timeout: None,
+            on_lease: on_lease(a.on_lease.as_deref()),
             ..SendParams::default()
         };
         let client = self.client_for(&context.extensions);

@@ -217,12 +217,14 @@ async fn exec(
         // caller asks for v2's early answer.
         return_on_input: Some(params.return_on_input.unwrap_or(false)),
         window: ptyhub_protocol::api::WindowParams::default(),
+        on_lease: None,
     };
     // The directory was checked above; a new session already starts there.
     let options = ExecOptions::from_params(&exec)
         .map_err(v1_error)?
         .truncating_at(ptyhub_core::plain_text::TRUNCATE_CHARS)
-        .in_dir(if is_new { None } else { exec_dir });
+        .in_dir(if is_new { None } else { exec_dir })
+        .typed_by(principal.source());
     if crate::stream::wants_events(&headers) {
         let submitted = exec::submit(&state.registry, &principal.owner, &session_id, &options)
             .await
@@ -360,7 +362,17 @@ async fn write(
     if params.press_enter {
         data.push(b'\r');
     }
-    handle.input(data).await.map_err(v1_error)?;
+    let source = principal.source();
+    let writer = ptyhub_core::terminal::live::Writer::caller(source.clone());
+    handle
+        .wait_for_keyboard(
+            &writer,
+            ptyhub_protocol::api::OnLease::Refuse,
+            Duration::ZERO,
+        )
+        .await
+        .map_err(v1_error)?;
+    handle.input(data, source).await.map_err(v1_error)?;
     let result = handle.command_result(None).await.map_err(v1_error)?;
     ok(
         "Input written",

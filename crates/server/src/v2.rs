@@ -58,6 +58,10 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/v2/pty/sessions/{id}/stop", post(stop))
         .route("/v2/pty/sessions/{id}/commands", get(commands))
         .route("/v2/pty/sessions/{id}/commands/{n}", get(command))
+        .route(
+            "/v2/pty/sessions/{id}/lease",
+            get(lease::get).post(lease::take).delete(lease::release),
+        )
         .route("/v2/pty/events", get(terminal_events))
         .route("/v2/version", get(version))
         .route("/v2/backends", get(backends))
@@ -172,7 +176,7 @@ async fn exec(
 ) -> Result<axum::response::Response, HttpError> {
     use axum::response::IntoResponse;
     principal.allow(Operation::Run)?;
-    let options = ExecOptions::from_params(&params)?;
+    let options = ExecOptions::from_params(&params)?.typed_by(principal.source());
     if crate::stream::wants_events(&headers) {
         let submitted = exec::submit(&state.registry, &principal.owner, &id, &options).await?;
         return Ok(crate::stream::exec_events(submitted));
@@ -215,7 +219,16 @@ async fn input(
         data.push(b'\r');
     }
     let bytes = data.len();
-    let receipt = handle.input(data).await?;
+    let source = principal.source();
+    let writer = ptyhub_core::terminal::live::Writer::caller(source.clone());
+    handle
+        .wait_for_keyboard(
+            &writer,
+            params.on_lease.unwrap_or_default(),
+            ptyhub_core::terminal::live::LEASE_WAIT_DEFAULT,
+        )
+        .await?;
+    let receipt = handle.input(data, source).await?;
     ok(
         "Input sent",
         InputResponse {
@@ -317,6 +330,8 @@ async fn send(
         caller: principal.owner.clone(),
         flush_on_timeout: params.on_timeout == Some(ptyhub_protocol::api::OnTimeout::Flush),
         window: ptyhub_core::output_window::OutputWindow::from_params(&params.window)?,
+        source: principal.source(),
+        on_lease: params.on_lease.unwrap_or_default(),
     };
     ok(
         "Sent",
@@ -468,7 +483,7 @@ async fn job_start(
     let handle = state.registry.get(&principal.owner, &id).await?;
     ok(
         "Job started",
-        jobs::start(&handle, job.command, job.hard_timeout).await?,
+        jobs::start(&handle, job.command, job.hard_timeout, principal.source()).await?,
     )
 }
 
@@ -591,6 +606,7 @@ async fn command(
 use ptyhub_core::terminal::timeline;
 
 mod dashboard;
+mod lease;
 
 /// The owner's terminals as one stream of server-sent events, for the dashboard at `/`:
 /// `page` (a page of terminals with their facts, when it changed) and `preview` (the bottom of
@@ -636,6 +652,9 @@ async fn terminal_events(
     stop,
     commands,
     command,
-    terminal_events
+    terminal_events,
+    lease::get,
+    lease::take,
+    lease::release
 ))]
 pub struct V2Doc;

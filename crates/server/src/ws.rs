@@ -60,6 +60,7 @@ struct WsQuery {
     restore: Option<bool>,
     replay_bytes: Option<usize>,
     since_seq: Option<u64>,
+    presence: Option<bool>,
 }
 
 impl WsQuery {
@@ -73,7 +74,9 @@ impl WsQuery {
         }
     }
 
-    fn options(&self) -> Result<ConnectOptions, ApiError> {
+    /// The connection's options; `presence` frames unless the route's default
+    /// (`presence_default`) or the query says otherwise.
+    fn options(&self, by: String, presence_default: bool) -> Result<ConnectOptions, ApiError> {
         let durable = self.durable.unwrap_or(false);
         let mode = match self.mode.as_deref() {
             None | Some("relay") => LiveMode::Relay { durable },
@@ -101,6 +104,8 @@ impl WsQuery {
             restore: self.restore.unwrap_or(false),
             replay_bytes,
             since_seq: self.since_seq.map(Seq),
+            by,
+            wants_presence: self.presence.unwrap_or(presence_default),
         })
     }
 }
@@ -135,9 +140,10 @@ fn admit(
     principal: &Principal,
     headers: &HeaderMap,
     query: &WsQuery,
+    presence_default: bool,
 ) -> Result<Admission, ApiError> {
     let transport = query.transport()?;
-    let options = query.options()?;
+    let options = query.options(principal.who(), presence_default)?;
     crate::auth::require_own_origin(state, headers)?;
     require(principal, options.mode)?;
     Ok(Admission {
@@ -159,7 +165,7 @@ async fn session_ws(
     if query.session_id.is_some() {
         return Err(ApiError::invalid("session_id belongs in the path here").into());
     }
-    let admission = admit(&state, &principal, &headers, &query)?;
+    let admission = admit(&state, &principal, &headers, &query, true)?;
     Ok(open(ws, admission, async move {
         let handle = state.registry.get(&principal.owner, &id).await?;
         Ok((handle, Preface::None))
@@ -174,7 +180,8 @@ async fn v1_ws(
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Result<Response, HttpError> {
-    let admission = admit(&state, &principal, &headers, &query)?;
+    // The compatible route sends only the frames its clients know, unless asked.
+    let admission = admit(&state, &principal, &headers, &query, false)?;
     if query.session_id.is_none() {
         // The new terminal runs the default shell: nothing of the client's choosing.
         principal.allow(Operation::Create)?;
@@ -216,7 +223,8 @@ async fn anonymous_ws(
         )
         .into());
     }
-    let admission = admit(&state, &principal, &headers, &query)?;
+    // One connection, nobody to be present with, unless asked.
+    let admission = admit(&state, &principal, &headers, &query, false)?;
     // The new terminal runs the default shell: nothing of the client's choosing.
     principal.allow(Operation::Create)?;
     Ok(open(ws, admission, async move {
@@ -602,6 +610,8 @@ async fn on_text(
                 Err(error) => Err(error.into()),
             }
         }
+        ClientFrame::LeaseTake { force } => connection.take_lease(force),
+        ClientFrame::LeaseRelease => connection.release_lease(),
         ClientFrame::Ping { timestamp } => {
             return Some(frame_message(&ServerFrame::Pong { timestamp }));
         }
@@ -660,6 +670,7 @@ fn encode(
                     close = Some(close_message(1011, "failed"));
                     WireError::new(error.clone(), Surface::WebSocket).frame()
                 }
+                LiveFrame::Presence(presence) => ServerFrame::Presence(presence.clone()),
                 LiveFrame::Output { .. } => return (messages, close),
             };
             messages.push(frame_message(&wire));

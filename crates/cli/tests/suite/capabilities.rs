@@ -393,7 +393,7 @@ async fn exec_send_jobs_and_code_running_creation_need_read_and_write() {
     .await;
 }
 
-/// The next JSON frame of `socket`, skipping output; `Null` when it ended.
+/// The next JSON frame of `socket`, skipping output and presence; `Null` when it ended.
 async fn next_json(socket: &mut ptyhub_client::LiveSocket) -> Value {
     use futures_util::StreamExt;
     loop {
@@ -404,7 +404,7 @@ async fn next_json(socket: &mut ptyhub_client::LiveSocket) -> Value {
             Some(Ok(ptyhub_client::LiveMessage::Text(text))) => {
                 let frame: Value = serde_json::from_str(text.as_str())
                     .unwrap_or_else(|e| panic!("frame is not JSON ({e}): {text}"));
-                if frame["type"] != "output" {
+                if frame["type"] != "output" && frame["type"] != "presence" {
                     return frame;
                 }
             }

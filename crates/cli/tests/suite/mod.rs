@@ -10,6 +10,7 @@ mod discovery;
 mod exec;
 mod grants;
 mod jobs;
+mod lease;
 mod lifecycle;
 mod limits;
 pub mod mcp;

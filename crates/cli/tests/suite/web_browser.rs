@@ -2,7 +2,8 @@
 //! terminal: signing in from the banner's address, typing, watching, a dropped socket's exact
 //! replay, and a rotated event log, a terminal-url ticket (`tests/web/terminal.test.mjs`). The
 //! pages for people who watch agents: glyphs drawn right, playback with chapters, the live
-//! dashboard (`tests/web/pages.test.mjs`).
+//! dashboard (`tests/web/pages.test.mjs`). The input lease between the page and an API client
+//! (`tests/web/lease.test.mjs`).
 
 use std::path::Path;
 
@@ -71,4 +72,21 @@ async fn the_pages_for_watchers_work_in_chromium() {
         ("PTYHUB_TIMEOUT_MS", timeout.as_millis().to_string()),
     ];
     super::run_script("node", "web/pages.test.mjs", &env, "npm ci in tests/web").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_and_an_api_client_share_the_keyboard_in_chromium() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let hub = Ptyhub::start(env!("CARGO_BIN_EXE_ptyhub"));
+    let timeout = ptyhub_test_support::default_timeout();
+    let env = [
+        ("PTYHUB_URL", format!("http://{}", hub.addr)),
+        ("PTYHUB_WEB_URL", hub.web_url.clone()),
+        ("PTYHUB_TOKEN", hub.token.clone()),
+        ("PTYHUB_CHROMIUM", chromium),
+        ("PTYHUB_TIMEOUT_MS", timeout.as_millis().to_string()),
+    ];
+    super::run_script("node", "web/lease.test.mjs", &env, "npm ci in tests/web").await;
 }

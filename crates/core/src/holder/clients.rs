@@ -1,12 +1,12 @@
 //! The holder's subscribers: accepting connections on its socket, reading their request lines,
 //! and feeding each from the event log at its own offset, and the requests that mean the same
-//! in both holder loops (the PTY one and the tmux control-mode one): `hello`, `subscribe` and
-//! `note`. What the other requests do is each loop's.
+//! in both holder loops (the PTY one and the tmux control-mode one): `hello`, `subscribe`,
+//! `note`, and the `pty.input` event of an `input`. What the other requests do is each loop's.
 
 use std::io::{self, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 
-use ptyhub_protocol::event::{CommandNote, EventKind, Seq};
+use ptyhub_protocol::event::{CommandNote, EventKind, InputEvent, InputSource, Seq};
 use ptyhub_protocol::holder::{HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_VERSION, HolderMessage};
 
 use super::log_writer::LogWriter;
@@ -174,6 +174,20 @@ pub(super) fn log_note(log: &mut LogWriter, mut note: CommandNote, cwd: impl FnO
         note.cwd = Some(cwd());
     }
     log.append(EventKind::CommandNote(note));
+}
+
+/// Logs typed bytes as a `pty.input` event with who typed them; only their count when the
+/// terminal hides what is typed (`is_hidden`: a password prompt). Nothing for no bytes (a
+/// request that only discards unread input).
+pub(super) fn log_input(
+    log: &mut LogWriter,
+    data: &[u8],
+    source: Option<&InputSource>,
+    is_hidden: bool,
+) {
+    if !data.is_empty() {
+        log.append(EventKind::Input(InputEvent::new(data, source, is_hidden)));
+    }
 }
 
 /// Tells every subscriber when the log began or stopped refusing appends.

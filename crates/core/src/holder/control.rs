@@ -782,6 +782,7 @@ impl ControlHolder {
             HolderRequest::Input {
                 data,
                 discard_unread,
+                source,
             } => {
                 let accepted = self.is_running();
                 let tty = self
@@ -793,6 +794,10 @@ impl ControlHolder {
                     _ => None,
                 };
                 if accepted {
+                    // After the output tmux already sent, as the native holder logs it.
+                    self.flush_output();
+                    let is_hidden = tty.as_deref().is_some_and(process::hides_input);
+                    clients::log_input(&mut self.log, &data, source.as_ref(), is_hidden);
                     self.send_keys(&data);
                 }
                 self.clients[i].send_message(&HolderMessage::InputResult {

@@ -456,6 +456,7 @@ impl Holder {
             HolderRequest::Input {
                 data,
                 discard_unread,
+                source,
             } => {
                 let is_running = self.master.is_some() && matches!(self.phase, Phase::Running);
                 let discarded = (discard_unread && is_running).then(|| self.discard_unread());
@@ -468,6 +469,15 @@ impl Holder {
                 };
                 let mut written = 0;
                 if refusal.is_none() {
+                    // What the program printed before the input is logged before it, so the
+                    // log keeps the order in which the terminal saw them.
+                    for _ in 0..STATUS_DRAIN_CHUNKS {
+                        if !self.read_master() {
+                            break;
+                        }
+                    }
+                    let is_hidden = self.master.as_ref().is_some_and(pty::hides_input);
+                    clients::log_input(&mut self.log, &data, source.as_ref(), is_hidden);
                     let before = self.input.len();
                     self.input.extend(&data);
                     self.write_input();

@@ -62,6 +62,17 @@ pub fn discard_unread_input(master: &OwnedFd) -> Option<u64> {
     crate::process::discard_unread(&slave)
 }
 
+/// Whether the terminal hides what is typed: canonical mode without echo (termios `ICANON`
+/// set, `ECHO` cleared), as `read -s`, `sudo`, `passwd` and `getpass` set it. A line editor
+/// (readline, zle) clears both and echoes by itself, so what it reads is not hidden. Read
+/// through the master, which reports the terminal's modes on Linux.
+pub fn hides_input(master: &OwnedFd) -> bool {
+    use rustix::termios::LocalModes;
+    rustix::termios::tcgetattr(master).is_ok_and(|t| {
+        t.local_modes.contains(LocalModes::ICANON) && !t.local_modes.contains(LocalModes::ECHO)
+    })
+}
+
 /// Gives a process about to exec an empty signal mask and default dispositions for the signals
 /// the holder handles itself (it blocks them for its `signalfd`), so the program starts as
 /// from a shell. Makes only async-signal-safe calls: for `pre_exec`.

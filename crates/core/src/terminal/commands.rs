@@ -5,7 +5,7 @@
 
 use crate::error::TerminalError;
 use ptyhub_protocol::api::{CommandEntry, CommandOrigin, CommandResult, CommandStatus};
-use ptyhub_protocol::event::CommandNote;
+use ptyhub_protocol::event::{CommandNote, InputSource};
 use ptyhub_protocol::holder::HolderRequest;
 use tokio::sync::oneshot;
 use tokio::time::{Duration, Instant};
@@ -182,7 +182,9 @@ impl Actor {
         };
         self.last_output_at = Instant::now();
         self.last_activity = state_dir::unix_now();
-        self.write_input(&bytes, None).await?;
+        let source = request.source.unwrap_or_else(InputSource::ptyhub);
+        self.write_input_with(&bytes, false, Some(source), None)
+            .await?;
         Ok(id)
     }
 

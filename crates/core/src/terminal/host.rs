@@ -5,7 +5,7 @@
 
 use crate::error::TerminalError;
 use ptyhub_protocol::api::TerminalState;
-use ptyhub_protocol::event::{EventKind, Seq};
+use ptyhub_protocol::event::{EventKind, InputSource, Seq};
 use ptyhub_protocol::holder::{HolderLine, HolderMessage, HolderRequest};
 use tokio::time::Instant;
 
@@ -269,6 +269,11 @@ impl Actor {
                 self.tracker.note(&note, |command| kind.echoed(command));
                 LiveEvent::Other { seq }
             }
+            EventKind::Input(input) => {
+                // Who typed is presence; the bytes are in the output already when echoed.
+                self.live.note_input(input.by, input.via, ts);
+                LiveEvent::Other { seq }
+            }
             _ => LiveEvent::Other { seq },
         };
         if !queries.is_empty() && self.is_caught_up() {
@@ -320,13 +325,14 @@ impl Actor {
         }
     }
 
-    /// Sends bytes to the PTY.
+    /// Sends bytes ptyhub types itself to the PTY (answers to queries, a timeout's ^C).
     pub(super) async fn write_input(
         &mut self,
         data: &[u8],
         ack: Option<InputAck>,
     ) -> Result<(), TerminalError> {
-        self.write_input_with(data, false, ack).await
+        self.write_input_with(data, false, Some(InputSource::ptyhub()), ack)
+            .await
     }
 
     /// Sends bytes to the PTY, first discarding what was typed and is still unread when
@@ -336,6 +342,7 @@ impl Actor {
         &mut self,
         data: &[u8],
         discard_unread: bool,
+        source: Option<InputSource>,
         ack: Option<InputAck>,
     ) -> Result<(), TerminalError> {
         let sent = match self.link.as_mut() {
@@ -343,6 +350,7 @@ impl Actor {
                 .send(&HolderRequest::Input {
                     data: data.to_vec(),
                     discard_unread,
+                    source,
                 })
                 .await
                 .map_err(|e| TerminalError::HostGone {

@@ -23,16 +23,27 @@ fn parse_job_id(job: &str) -> Result<u64, TerminalError> {
         })
 }
 
-/// Starts a job; answers at once.
+/// Starts a job typed by `source` (refused with `INPUT_LEASED` while someone else holds the
+/// keyboard); answers at once.
 pub async fn start(
     handle: &TerminalHandle,
     command: String,
     hard_timeout: Option<Duration>,
+    source: ptyhub_protocol::event::InputSource,
 ) -> Result<JobResponse, TerminalError> {
+    let writer = super::live::Writer::caller(source.clone());
+    handle
+        .wait_for_keyboard(
+            &writer,
+            ptyhub_protocol::api::OnLease::Refuse,
+            Duration::ZERO,
+        )
+        .await?;
     let id = handle
         .exec(ExecRequest {
             command,
             hard_timeout,
+            source: Some(source),
             ..ExecRequest::default()
         })
         .await?;

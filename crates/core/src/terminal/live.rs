@@ -14,7 +14,7 @@
 //!
 //! The transport (WebSocket) is thin: [`TerminalHandle::connect`] gives a [`Connection`] whose
 //! [`Connection::next`] yields [`LiveFrame`]s, and input and resize go through the connection,
-//! which applies the mode's rights.
+//! which applies the mode's rights and the input lease (the `lease` module, with presence).
 
 use std::collections::VecDeque;
 
@@ -28,6 +28,14 @@ use tokio::sync::{Notify, watch};
 
 use super::TerminalHandle;
 use crate::event_log::{LogReader, TerminalLog};
+
+mod lease;
+
+pub use lease::{
+    LEASE_WAIT_DEFAULT, PRESENCE_EVERY, REST_LEASE_TTL_DEFAULT, REST_LEASE_TTL_MAX, TYPING_SECS,
+    Writer,
+};
+use ptyhub_protocol::live::Presence;
 
 /// Output kept in memory for live connections (while any is connected). A connection further
 /// behind than this counts as lagging and reads the log instead; the memory is bounded in
@@ -85,6 +93,11 @@ pub struct ConnectOptions {
     pub replay_bytes: usize,
     /// Replay exactly the output after this event; overrides `restore`.
     pub since_seq: Option<Seq>,
+    /// Who connects (`<owner>/<token name>`): shown in presence, and what its input is
+    /// attributed to.
+    pub by: String,
+    /// Send `presence` frames.
+    pub wants_presence: bool,
 }
 
 /// What a connection learns when it is accepted.
@@ -132,6 +145,8 @@ pub enum LiveFrame {
     Replaced,
     /// The connection cannot continue (it fell behind what the log keeps); nothing follows.
     Failed(TerminalError),
+    /// Who is connected, who holds the keyboard, who typed last.
+    Presence(Presence),
 }
 
 /// An event as the actor publishes it to live connections.
@@ -188,6 +203,8 @@ impl LiveEvent {
 struct Peer {
     id: u64,
     mode: LiveMode,
+    /// Who connected.
+    by: String,
     /// Set when a newer durable relay replaces this one.
     replaced: Option<watch::Sender<bool>>,
 }
@@ -210,6 +227,10 @@ struct HubState {
     checkpoints: VecDeque<(Seq, u64)>,
     output_total: u64,
     last_query_at: Option<Instant>,
+    /// Who holds the keyboard.
+    lease: Option<lease::Lease>,
+    /// The last input seen in the log.
+    typed: Option<lease::Typed>,
 }
 
 /// The per-terminal meeting point of the actor (which publishes) and its live connections.
@@ -218,6 +239,8 @@ pub(crate) struct Hub {
     state: Mutex<HubState>,
     /// Wakes connections waiting for events.
     published: Notify,
+    /// Bumped on every change of presence (connections, lease, typing).
+    presence: watch::Sender<u64>,
 }
 
 /// What a live connection finds in memory.
@@ -341,15 +364,19 @@ impl Hub {
     }
 
     fn leave(&self, id: u64) {
-        let mut state = self.lock();
-        state.connections.retain(|c| c.id != id);
-        if state.relay == Some(id) {
-            state.relay = None;
+        {
+            let mut state = self.lock();
+            state.connections.retain(|c| c.id != id);
+            if state.relay == Some(id) {
+                state.relay = None;
+            }
+            Self::end_lease_of(&mut state, id);
+            if state.connections.is_empty() {
+                state.recent = VecDeque::new();
+                state.recent_bytes = 0;
+            }
         }
-        if state.connections.is_empty() {
-            state.recent = VecDeque::new();
-            state.recent_bytes = 0;
-        }
+        self.presence_changed();
     }
 }
 
@@ -387,6 +414,14 @@ pub struct Connection {
     exit_at_start: Option<(Option<i32>, Option<i32>)>,
     pending: VecDeque<LiveFrame>,
     events: Vec<Event>,
+    /// Who connected.
+    by: String,
+    /// Presence changes, and when the next `presence` frame is due (one is due at once).
+    presence: watch::Receiver<u64>,
+    wants_presence: bool,
+    presence_due: Option<tokio::time::Instant>,
+    /// The last `presence` frame sent, and when.
+    presence_sent: Option<(Presence, tokio::time::Instant)>,
 }
 
 impl TerminalHandle {
@@ -465,6 +500,7 @@ impl TerminalHandle {
             state.connections.push(Peer {
                 id,
                 mode: options.mode,
+                by: options.by.clone(),
                 replaced: tell,
             });
             if matches!(options.mode, LiveMode::Relay { .. }) {
@@ -472,6 +508,8 @@ impl TerminalHandle {
             }
             (id, told, resumed, replay_from)
         };
+        hub.presence_changed();
+        let presence = hub.presence.subscribe();
         let replay_from = options.since_seq.or(replay_from);
         let mut connection = Connection {
             hub,
@@ -487,6 +525,11 @@ impl TerminalHandle {
             exit_at_start: probe.is_exited.then_some((probe.exit_code, probe.signal)),
             pending: VecDeque::new(),
             events: Vec::new(),
+            by: options.by.clone(),
+            presence,
+            wants_presence: options.wants_presence,
+            presence_due: options.wants_presence.then(tokio::time::Instant::now),
+            presence_sent: None,
         };
         match replay_from {
             Some(from) => {
@@ -663,14 +706,27 @@ impl Connection {
                     tokio::pin!(published);
                     published.as_mut().enable();
                     match hub.recent_after(self.last, FRAME_MAX_BYTES) {
-                        Recent::Events(events) if !events.is_empty() => self.take_live(events),
-                        Recent::Events(_) => match &mut self.replaced {
-                            Some(replaced) => tokio::select! {
+                        Recent::Events(events) if !events.is_empty() => {
+                            self.take_live(events);
+                            // Output that never pauses does not hold presence back.
+                            self.push_presence_if_due();
+                        }
+                        Recent::Events(_) => {
+                            if self.push_presence_if_due() {
+                                continue;
+                            }
+                            let wake = self.presence_wake_at();
+                            let mut has_presence_changed = false;
+                            tokio::select! {
                                 () = &mut published => {}
-                                _ = replaced.changed() => {}
-                            },
-                            None => published.await,
-                        },
+                                () = replaced_changed(&mut self.replaced) => {}
+                                _ = self.presence.changed() => has_presence_changed = true,
+                                () = sleep_until(wake) => {}
+                            }
+                            if has_presence_changed {
+                                self.schedule_presence();
+                            }
+                        }
                         Recent::Lagged => {
                             self.is_told_lagged = true;
                             self.pending.push_back(LiveFrame::Lagged { seq: self.last });
@@ -779,9 +835,12 @@ impl Connection {
         }
     }
 
-    /// Writes a client's input to the terminal, if this connection may write.
+    /// Writes a client's input to the terminal, if this connection may write and nobody else
+    /// holds the keyboard.
     pub async fn input(&self, data: &[u8]) -> Result<(), TerminalError> {
         self.require_writer("write to")?;
+        let writer = self.writer();
+        self.hub.admits(&writer)?;
         let data = if self.is_query_answerer() {
             std::borrow::Cow::Borrowed(data)
         } else {
@@ -790,7 +849,10 @@ impl Connection {
         if data.is_empty() {
             return Ok(());
         }
-        self.handle.input(data.into_owned()).await.map(|_| ())
+        self.handle
+            .input(data.into_owned(), writer.source)
+            .await
+            .map(|_| ())
     }
 
     /// Resizes the terminal (the PTY, the screen and every connection), if this connection may.
@@ -855,6 +917,23 @@ impl Drop for Connection {
     }
 }
 
+/// Resolves when a durable relay's connection is replaced; never without one.
+async fn replaced_changed(replaced: &mut Option<watch::Receiver<bool>>) {
+    match replaced {
+        Some(replaced) => {
+            let _ = replaced.changed().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -877,6 +956,7 @@ mod tests {
         hub.lock().connections.push(Peer {
             id: 0,
             mode: LiveMode::Watch,
+            by: "1000/server".to_owned(),
             replaced: None,
         });
         for seq in 2..=200 {

@@ -48,7 +48,7 @@ use ptyhub_protocol::api::{
     CommandEntry, CommandResult, CommandStatus, InputMode, InputReceipt, ScreenResponse,
     TerminalInfo, TerminalState, WaitsOn,
 };
-use ptyhub_protocol::event::Seq;
+use ptyhub_protocol::event::{InputSource, Seq};
 use ptyhub_protocol::holder::{HolderLine, HolderRequest, HolderStatus};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -90,6 +90,8 @@ pub struct ExecRequest {
     pub cwd: Option<String>,
     pub hard_timeout: Option<Duration>,
     pub no_change_timeout: Option<Duration>,
+    /// Who submits it: its typed bytes are attributed to them in the log (`None`: ptyhub).
+    pub source: Option<InputSource>,
 }
 
 enum Request {
@@ -101,8 +103,13 @@ enum Request {
     Screen(oneshot::Sender<ScreenResponse>),
     /// The current command's status and output so far (no screen).
     Progress(oneshot::Sender<CommandProgress>),
-    /// Bytes to type; with `true`, unread input is discarded first.
-    Input(Vec<u8>, bool, InputAck),
+    /// Bytes to type by `source`; with `discard_unread`, unread input is discarded first.
+    Input {
+        data: Vec<u8>,
+        discard_unread: bool,
+        source: Option<InputSource>,
+        reply: InputAck,
+    },
     Resize(u16, u16, oneshot::Sender<Result<(), TerminalError>>),
     Close(oneshot::Sender<Result<TerminalMeta, TerminalError>>),
     Probe(oneshot::Sender<Probe>),
@@ -453,16 +460,33 @@ impl TerminalHandle {
         self.ask(Request::Progress).await
     }
 
-    /// Types `data`; the receipt says what the terminal did with it.
-    pub async fn input(&self, data: Vec<u8>) -> Result<InputReceipt, TerminalError> {
-        self.ask(|reply| Request::Input(data, false, reply)).await?
+    /// Types `data` as `source` (the log's `pty.input` event names them); the receipt says
+    /// what the terminal did with it. The input lease is the caller's to check first
+    /// ([`Self::wait_for_keyboard`]).
+    pub async fn input(
+        &self,
+        data: Vec<u8>,
+        source: InputSource,
+    ) -> Result<InputReceipt, TerminalError> {
+        self.ask(|reply| Request::Input {
+            data,
+            discard_unread: false,
+            source: Some(source),
+            reply,
+        })
+        .await?
     }
 
     /// Discards every byte typed earlier that no program has read yet, so it can never run
     /// later; the receipt says how many were discarded.
     pub async fn discard_unread_input(&self) -> Result<InputReceipt, TerminalError> {
-        self.ask(|reply| Request::Input(Vec::new(), true, reply))
-            .await?
+        self.ask(|reply| Request::Input {
+            data: Vec::new(),
+            discard_unread: true,
+            source: None,
+            reply,
+        })
+        .await?
     }
 
     pub async fn resize(&self, cols: u16, rows: u16) -> Result<(), TerminalError> {
@@ -754,11 +778,16 @@ impl Actor {
                     output: record.map(|c| c.output()).unwrap_or_default(),
                 });
             }
-            Request::Input(data, discard_unread, reply) => {
+            Request::Input {
+                data,
+                discard_unread,
+                source,
+                reply,
+            } => {
                 self.has_typed_input = true;
                 self.tracker.typing();
                 if let Err(error) = self
-                    .write_input_with(&data, discard_unread, Some(reply))
+                    .write_input_with(&data, discard_unread, source, Some(reply))
                     .await
                 {
                     tracing::debug!(%error, "input not sent");
@@ -914,6 +943,7 @@ impl Actor {
             self.last_seq,
         );
         info.storage_error.clone_from(&self.storage_error);
+        info.lease = self.live.lease();
         info
     }
 }

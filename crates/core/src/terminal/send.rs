@@ -56,6 +56,10 @@ pub struct SendRequest {
     pub flush_on_timeout: bool,
     /// The part of the output the answer carries; `None`: its newest characters.
     pub window: Option<crate::output_window::OutputWindow>,
+    /// Who types (the log's `pty.input` event names them, and the input lease applies).
+    pub source: ptyhub_protocol::event::InputSource,
+    /// What the text waits for while someone else holds the keyboard (within the deadline).
+    pub on_lease: ptyhub_protocol::api::OnLease,
 }
 
 pub async fn send(
@@ -69,6 +73,12 @@ pub async fn send(
     }
     let started = Instant::now();
     let deadline = started + request.deadline;
+    if !request.text.is_empty() {
+        let writer = super::live::Writer::caller(request.source.clone());
+        handle
+            .wait_for_keyboard(&writer, request.on_lease, request.deadline)
+            .await?;
+    }
     let mut seq = handle.seq();
     let (now_command, is_starting) = wait_until_ready(handle, &mut seq, deadline).await?;
     let start_seq = *seq.borrow_and_update();
@@ -87,7 +97,7 @@ pub async fn send(
     let mut input = if request.text.is_empty() || is_starting {
         None
     } else {
-        Some(handle.input(request.text).await?)
+        Some(handle.input(request.text, request.source).await?)
     };
     let typed_at = Instant::now();
     // The command known when the text was typed: one after it started from what was typed.

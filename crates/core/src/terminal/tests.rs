@@ -306,6 +306,8 @@ async fn a_watcher_that_falls_behind_is_told_and_catches_up_from_the_log_without
         restore: false,
         replay_bytes: 0,
         since_seq: None,
+        by: "1000/server".to_owned(),
+        wants_presence: false,
     };
     let (mut watcher, _ready) = t.handle.connect(options).await.expect("connected");
     // The watcher reads what there is and is live.
@@ -329,6 +331,8 @@ async fn a_watcher_still_reading_the_log_when_it_falls_behind_is_told_too() {
         restore: false,
         replay_bytes: 0,
         since_seq: None,
+        by: "1000/server".to_owned(),
+        wants_presence: false,
     };
     let (mut watcher, _ready) = t.handle.connect(options).await.expect("connected");
     // Output before the watcher's first read: it takes it from the log, and has not yet

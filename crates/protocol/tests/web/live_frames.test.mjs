@@ -6,8 +6,8 @@
 // PTYHUB_FIXTURES (the fixtures folder) and PTYHUB_PAGE (terminal.js); node's built-in test
 // runner, no packages.
 //
-// 1. Every frame the page sends (input, resize, ping) has a client fixture and its shape: the
-//    same fields with the same JSON types.
+// 1. Every frame the page sends (input, resize, ping, lease_take, lease_release) has a client
+//    fixture and its shape: the same fields with the same JSON types.
 // 2. Every frame type the page switches on is a server frame with a fixture, and every server
 //    frame is either handled or listed below as one the page ignores on purpose.
 // 3. Fed each server fixture, the page does what the frame says with the fixture's fields
@@ -187,6 +187,24 @@ test('an attach page sends input, resize and ping shaped as their fixtures and h
   page.term.onDataHandler('ls\n');
   page.term.onResizeHandler({ cols: 99, rows: 33 });
   page.runTimers('interval');
+  // The keyboard: free, it takes it plainly; held by another, it takes it over (force); held
+  // by the page, typing goes out; someone else's lease refuses typing on the page.
+  page.deliver(serverFrames.get('presence.alone'));
+  page.page.takeKeyboard();
+  assert.deepEqual(page.socket.sent.at(-1), { type: 'lease_take' });
+  const presence = serverFrames.get('presence');
+  page.deliver(presence);
+  assert.equal(JSON.stringify(page.page.presence), JSON.stringify(presence), 'the page keeps the last presence');
+  const before = page.socket.sent.length;
+  page.term.onDataHandler('refused\n');
+  assert.equal(page.socket.sent.length, before, 'typing while another holds the keyboard is not sent');
+  assert.match(page.status.textContent, new RegExp(`typing refused: ${presence.lease.by}`));
+  page.page.takeKeyboard();
+  assert.deepEqual(page.socket.sent.at(-1), { type: 'lease_take', force: true });
+  page.deliver({ ...presence, you: presence.lease.connection });
+  page.page.releaseKeyboard();
+  assert.deepEqual(page.socket.sent.at(-1), { type: 'lease_release' });
+  page.deliver(serverFrames.get('presence.alone'));
   const sentTypes = new Set(page.socket.sent.map((f) => f.type));
   for (const type of ['input', 'resize', 'ping']) assert.ok(sentTypes.has(type), `the page sent ${type}`);
   assert.deepEqual(page.socket.sent.find((f) => f.type === 'input'), { type: 'input', data: 'ls\n' });
