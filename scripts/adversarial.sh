@@ -28,6 +28,7 @@ elsewhere=(
   suite::ws::a_terminal_query_gets_exactly_one_answer
   suite::bad_input::input_to_a_program_that_never_reads_is_refused_not_dropped
   suite::crash::
+  suite::cgroups::
   suite::storage::
   suite::rotation::
   suite::exec::exec_dir_is_one_submission_whatever_the_prompt_costs

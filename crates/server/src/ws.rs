@@ -382,6 +382,7 @@ async fn serve(
         text: TextFramer::default(),
     };
     if live.run(&mut writer).await == Ended::WriterDone {
+        live.drain().await;
         return;
     }
     // Whatever is queued gets a short while to go out (a close, say); a client that reads
@@ -417,6 +418,8 @@ const FRAMES_PER_FLUSH: usize = 64;
 const BATCH_MAX_BYTES: usize = 256 * 1024;
 /// How long the writer may still write once the connection is over before it is stopped.
 const WRITER_GRACE: Duration = Duration::from_secs(2);
+/// How long the frames a client sent before its writer went are still acted on at most.
+const DRAIN_MAX: Duration = Duration::from_secs(10);
 
 /// Why the connection's loop ended.
 #[derive(PartialEq, Eq)]
@@ -511,6 +514,22 @@ impl Live<'_> {
                 }
             }
         }
+    }
+
+    /// The writer is gone (the client went away, or a write failed), but what the client sent
+    /// before it went is still acted on, in order: input it typed is never dropped. Ends with
+    /// its frames (a close, the end of the stream) or after [`DRAIN_MAX`].
+    async fn drain(&mut self) {
+        let drained = async {
+            while let Some(Ok(message)) = self.stream.next().await {
+                if matches!(message, Message::Close(_)) {
+                    return;
+                }
+                // Nobody can read an answer any more.
+                let _ = self.on_message(message).await;
+            }
+        };
+        let _ = tokio::time::timeout(DRAIN_MAX, drained).await;
     }
 
     /// Acts on one data frame from the client; the answer to send, if any.

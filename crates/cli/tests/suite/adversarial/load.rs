@@ -209,6 +209,9 @@ async fn tail_to_end(client: &Client, id: &str, after: u64, producer: &Producer)
         let page = data(&page).clone();
         let before = bytes.len();
         for event in page["events"].as_array().into_iter().flatten() {
+            if event["type"] != "pty.output" {
+                continue;
+            }
             if let Some(b64) = event["data_b64"].as_str() {
                 bytes.extend(
                     base64::engine::general_purpose::STANDARD
@@ -670,12 +673,26 @@ async fn l7_input_read_to_the_end_arrives_whole_on_every_surface() {
                 let _ = socket.close(None).await;
             }
         }
-        let done = wait_until("the reader wrote everything", || async {
-            let len = std::fs::metadata(&sink).map_or(0, |m| m.len());
-            (len as usize >= total).then_some(())
-        })
-        .await;
-        let _: () = done;
+        let deadline = Instant::now() + ptyhub_test_support::default_timeout();
+        loop {
+            let len = std::fs::metadata(&sink).map_or(0, |m| m.len()) as usize;
+            if len >= total {
+                break;
+            }
+            if Instant::now() > deadline {
+                let log = String::from_utf8_lossy(&log_bytes(&client, &id).await).into_owned();
+                let tail: String = log
+                    .chars()
+                    .rev()
+                    .take(600)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                panic!("{via}: the reader wrote {len} of {total} bytes; the log ends: {tail:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
         let elapsed = begun.elapsed();
         let got = std::fs::read(&sink).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(got.len(), total, "{via}: the sink has {} bytes", got.len());

@@ -145,6 +145,9 @@ pub async fn log_bytes(client: &Client, id: &str) -> Vec<u8> {
         assert_eq!(page.status, 200, "{}", page.body);
         let page = data(&page);
         for event in page["events"].as_array().into_iter().flatten() {
+            if event["type"] != "pty.output" {
+                continue;
+            }
             if let Some(b64) = event["data_b64"].as_str() {
                 bytes.extend(
                     base64::engine::general_purpose::STANDARD
