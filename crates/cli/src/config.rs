@@ -45,6 +45,8 @@ pub struct FileConfig {
     pub backend: Option<String>,
     /// The tmux executable of the tmux backend.
     pub tmux: Option<PathBuf>,
+    /// Where the rootfs backend keeps its Debian root (default `<state dir>/rootfs`).
+    pub rootfs_dir: Option<PathBuf>,
     /// Changes to the agent environment new terminals get (docs/compatibility.md#agent-env):
     /// a value replaces the default's, an empty one removes the variable.
     #[serde(default)]

@@ -386,7 +386,7 @@ impl Registry {
         spec: CreateSpec,
     ) -> Result<(TerminalHandle, bool), TerminalError> {
         let choice = spec.backend;
-        let plan = Plan::new(spec)?;
+        let plan = Plan::new(spec, self.config.backends.kind_of(choice))?;
         // Before anything exists: an unavailable backend or account creates nothing.
         let backend = self.config.backends.choose(choice)?;
         let user = self.account_for(owner, plan.user.as_deref())?;
@@ -567,3 +567,4 @@ fn closed_info(dir: &Path, log: &TerminalLog) -> Option<TerminalInfo> {
 
 #[cfg(test)]
 mod tests;
+mod workspaces;
