@@ -14,6 +14,7 @@ mod mcp;
 mod observe;
 mod origins;
 mod raw_http;
+mod rootfs;
 mod rotation;
 mod send;
 mod send_truth;

@@ -125,7 +125,7 @@ async fn owners_with_accounts_of_their_own_cannot_reach_each_other_or_the_server
     )
     .unwrap_or_default();
     assert_eq!(alice_meta["user"], alice.name.as_str(), "{alice_meta}");
-    assert_eq!(alice_meta["schema"], 1, "{alice_meta}");
+    assert_eq!(alice_meta["schema"], 2, "{alice_meta}");
     let alice_socket = alice_meta["socket"].as_str().unwrap_or_default().to_owned();
     let alice_holder = alice_meta["holder_pid"].as_u64().unwrap_or_default();
     let alice_shell = alice_meta["pid"].as_u64().unwrap_or_default();

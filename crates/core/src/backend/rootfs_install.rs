@@ -409,7 +409,7 @@ impl ProgressTracker {
     fn apply(&self, progress: &mut InstallProgress, line: &str) {
         self.phase.name().clone_into(&mut progress.phase);
         progress.percent = progress.percent.max(self.percent());
-        progress.packages_done = self.done;
+        progress.packages_done = self.done.min(self.total());
         progress.packages_total = self.total();
         line.trim_start_matches("I: ")
             .clone_into(&mut progress.message);
