@@ -231,8 +231,11 @@ async fn a_rootfs_terminal_runs_its_shell_in_the_debian_root_and_closing_leaves_
             .unwrap_or_else(|| panic!("no {key} in {meta}"))
     };
     let (holder, shell) = (pid("holder_pid"), pid("pid"));
-    let background = processes_with_arg("4344");
-    assert!(!background.is_empty(), "the background sleep runs");
+    let background = wait_until("the background sleep runs", || async {
+        let found = processes_with_arg("4344");
+        (!found.is_empty()).then_some(found)
+    })
+    .await;
     let sandbox: Vec<u32> = ptyhub_test_support::descendants(holder);
     assert!(sandbox.contains(&shell), "the shell runs under its holder");
     close(&client, &id).await;
