@@ -71,10 +71,12 @@ async fn ready_hub() -> Option<Ptyhub> {
             Some("failed") => {
                 let error = install["error"].as_str().unwrap_or_default();
                 let is_offline = [
-                    "Failure trying to run",
+                    "Failed getting release file",
                     "Couldn't download",
-                    "resolv",
-                    "connect",
+                    "Temporary failure resolving",
+                    "unable to resolve",
+                    "Connection refused",
+                    "Network is unreachable",
                 ]
                 .iter()
                 .any(|sign| error.contains(sign));
