@@ -142,7 +142,9 @@ impl GuestPlan {
 /// `/workspace` or `/root`.
 fn guest_dir(cwd: &str) -> Result<String, TerminalError> {
     let path = Path::new(cwd);
+    // Components drop a `.` inside a path, so the text itself is checked for `.` and `..`.
     let is_plain = path.is_absolute()
+        && cwd.split('/').all(|part| part != "." && part != "..")
         && path
             .components()
             .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
