@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Every check and test: formatting, lints, unit and integration tests (the real binary with
 # real bash, dash and zsh; tmux drives `attach` and `watch`; headless Chromium drives the web
-# page; asciinema plays an export). Installs the programs and the browser test's npm packages
-# when they are missing.
+# page; asciinema plays an export; bubblewrap and debootstrap run the rootfs backend, whose
+# Debian root the tests provision once per machine into $HOME/.cache/ptyhub-test-rootfs, or
+# PTYHUB_TEST_ROOTFS_DIR). Installs the programs and the browser test's npm packages when they
+# are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-for program in bash dash zsh setsid tmux less top python3 openssl curl asciinema; do
+for program in bash dash zsh setsid tmux less top python3 openssl curl asciinema bwrap debootstrap; do
   command -v "$program" >/dev/null || missing+=("$program")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -17,6 +19,7 @@ if [ ${#missing[@]} -gt 0 ]; then
       case "$program" in
         setsid) packages+=(util-linux) ;;
         top) packages+=(procps) ;;
+        bwrap) packages+=(bubblewrap) ;;
         *) packages+=("$program") ;;
       esac
     done

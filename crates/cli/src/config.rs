@@ -52,6 +52,8 @@ pub struct FileConfig {
     /// The default memory limit of each terminal's cgroup: bytes, as a number or a string
     /// with a K/M/G suffix.
     pub memory_max: Option<ByteCount>,
+    /// Where the rootfs backend keeps its Debian root (default `<state dir>/rootfs`).
+    pub rootfs_dir: Option<PathBuf>,
     /// Changes to the agent environment new terminals get (docs/compatibility.md#agent-env):
     /// a value replaces the default's, an empty one removes the variable.
     #[serde(default)]

@@ -6,6 +6,7 @@
     reason = "clap shows doc comments as --help text, where <placeholder> is the convention"
 )]
 
+mod backend_cmd;
 mod config;
 mod export;
 mod live;
@@ -20,6 +21,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ptyhub_core::backend::native::NativeBackend;
+use ptyhub_core::backend::rootfs::{RootfsBackend, RootfsConfig};
 use ptyhub_core::backend::tmux::{Recovery, TmuxBackend};
 use ptyhub_core::backend::{Backends, DefaultBackend};
 use ptyhub_core::event_log::{EVENT_LOG_KEEP_BYTES, EVENT_LOG_KEEP_MIN_BYTES};
@@ -50,12 +52,19 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once at start-up; the server's flags are the large one"
+)]
 enum Command {
     /// Run the server (HTTP on 127.0.0.1:18091 and the local socket).
     Serve(Box<ServeArgs>),
     /// Work with terminals through the local server.
     #[command(subcommand)]
     Terminal(terminal_cmd::TerminalCommand),
+    /// Work with the local server's backends (`backend install rootfs`).
+    #[command(subcommand)]
+    Backend(backend_cmd::BackendCommand),
     /// Serve MCP on stdio, bridged to the local server (started if none runs).
     Mcp(McpArgs),
     /// Internal: the per-terminal holder process.
@@ -128,6 +137,17 @@ struct ServeArgs {
     /// [default: none]
     #[arg(long, env = "PTYHUB_MEMORY_MAX", value_name = "BYTES", value_parser = parse_memory_max)]
     memory_max: Option<u64>,
+    /// Where the rootfs backend keeps its Debian root (one may be shared between servers).
+    /// [default: <state dir>/rootfs]
+    #[arg(long, env = "PTYHUB_ROOTFS_DIR")]
+    rootfs_dir: Option<PathBuf>,
+    /// The bubblewrap executable of the rootfs backend. [default: bwrap on PATH]
+    #[arg(long, env = "PTYHUB_BWRAP")]
+    bwrap: Option<PathBuf>,
+    /// The debootstrap executable the rootfs backend installs its root with. [default:
+    /// debootstrap on PATH or in /usr/sbin]
+    #[arg(long, env = "PTYHUB_DEBOOTSTRAP")]
+    debootstrap: Option<PathBuf>,
     /// Connections the TCP listener serves at once; more wait in the kernel's queue. The
     /// local socket has its own budget. [default: a quarter of the open-file limit, at most
     /// 16384]
@@ -168,7 +188,7 @@ fn default_max_connections() -> usize {
 /// `--backend` / `PTYHUB_BACKEND`.
 fn parse_backend(text: &str) -> Result<DefaultBackend, String> {
     DefaultBackend::parse(text)
-        .ok_or_else(|| format!("{text:?} is not a backend (auto, native or tmux)"))
+        .ok_or_else(|| format!("{text:?} is not a backend (auto, native, tmux or rootfs)"))
 }
 
 fn main() -> std::process::ExitCode {
@@ -211,6 +231,12 @@ fn main() -> std::process::ExitCode {
                     .socket
                     .unwrap_or_else(|| paths::runtime_dir().join("server.sock"));
                 terminal_cmd::run(command, &socket).await
+            }
+            Command::Backend(command) => {
+                let socket = cli
+                    .socket
+                    .unwrap_or_else(|| paths::runtime_dir().join("server.sock"));
+                backend_cmd::run(command, &socket).await
             }
             Command::Mcp(args) => {
                 let socket = cli
@@ -358,11 +384,27 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
             event_log_keep,
         }),
     );
+    let rootfs = RootfsBackend::new(
+        launcher.clone(),
+        RootfsConfig {
+            dir: args
+                .rootfs_dir
+                .or_else(|| file.rootfs_dir.clone())
+                .unwrap_or_else(|| state_dir.root().join("rootfs")),
+            bwrap: args.bwrap,
+            debootstrap: args.debootstrap,
+            etc: PathBuf::from("/etc"),
+        },
+    );
     let registry = Registry::new(RegistryConfig {
         state_dir,
         runtime_dir: runtime_dir.clone(),
-        backends: Backends::new(NativeBackend::new(launcher), vec![tmux], default_backend)
-            .with_cgroups(cgroups),
+        backends: Backends::new(
+            NativeBackend::new(launcher),
+            vec![tmux, rootfs],
+            default_backend,
+        )
+        .with_cgroups(cgroups),
         limits: Limits {
             max_live: max_terminals.max(1),
             idle_close: Duration::from_secs(idle_close_secs.max(1)),

@@ -2,6 +2,7 @@
 //! `*Params` and returning its answer type. Paths are built here only; the envelope is
 //! opened by the client's one `call`.
 
+use ptyhub_protocol::api::BackendsResponse;
 use ptyhub_protocol::api::{
     CloseResponse, CommandOutputResponse, CommandResult, CommandsResponse, CreateSessionParams,
     EventsResponse, ExecParams, InputParams, ObserveResponse, ResizeParams, ScreenResponse,
@@ -10,6 +11,7 @@ use ptyhub_protocol::api::{
 };
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::TermSize;
+use ptyhub_protocol::rootfs::{InstallProgress, WorkspaceInfo, WorkspacesResponse};
 use serde::{Deserialize, Serialize};
 
 use crate::{Client, ClientError, Method};
@@ -48,6 +50,35 @@ impl Client {
             "/v2/pty/sessions"
         };
         self.call(Method::GET, path, NO_BODY).await
+    }
+
+    /// `GET /v2/backends`: every backend with its status.
+    pub async fn backends(&self) -> Result<BackendsResponse, ClientError> {
+        self.call(Method::GET, "/v2/backends", NO_BODY).await
+    }
+
+    /// `POST /v2/backends/{kind}/install`: starts (or joins) the install of a backend's root
+    /// filesystem; answers at once with its progress.
+    pub async fn install_backend(&self, kind: &str) -> Result<InstallProgress, ClientError> {
+        let path = format!("/v2/backends/{}/install", encode(kind));
+        self.call(Method::POST, &path, NO_BODY).await
+    }
+
+    /// `GET /v2/workspaces`: the caller's workspaces.
+    pub async fn workspaces(&self) -> Result<WorkspacesResponse, ClientError> {
+        self.call(Method::GET, "/v2/workspaces", NO_BODY).await
+    }
+
+    /// `GET /v2/workspaces/{id}`.
+    pub async fn workspace(&self, id: &str) -> Result<WorkspaceInfo, ClientError> {
+        let path = format!("/v2/workspaces/{}", encode(id));
+        self.call(Method::GET, &path, NO_BODY).await
+    }
+
+    /// `DELETE /v2/workspaces/{id}`: deletes it with its files (refused while in use).
+    pub async fn delete_workspace(&self, id: &str) -> Result<serde_json::Value, ClientError> {
+        let path = format!("/v2/workspaces/{}", encode(id));
+        self.call(Method::DELETE, &path, NO_BODY).await
     }
 
     /// The routes of one terminal.

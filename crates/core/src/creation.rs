@@ -4,13 +4,15 @@
 //! launch fails. The registry decides *whether* to create (an id exists once, the live
 //! limit); this module knows *how*.
 
+mod guest;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::TerminalError;
 use ptyhub_protocol::ids::{Name, TermSize, TerminalId};
 
-use crate::backend::{Backend, BackendChoice};
+use crate::backend::{Backend, BackendChoice, rootfs};
 use crate::cgroup::terminal_cgroup_name;
 use crate::holder::HolderSpec;
 use crate::registry::RegistryConfig;
@@ -18,6 +20,7 @@ use crate::secret::random_token;
 use crate::shell;
 use crate::state_dir::{self, TerminalMeta, TerminalState};
 use ptyhub_protocol::api::{BackendKind, CgroupLimits, Retention};
+use ptyhub_protocol::rootfs::{Network, WorkspaceId};
 
 /// What a client asks for when it creates a terminal.
 #[derive(Clone, Debug, Default)]
@@ -39,6 +42,10 @@ pub struct CreateSpec {
     pub limits: Option<CgroupLimits>,
     /// Whether its files outlive it (`expiring`: removed when it closes).
     pub retention: Retention,
+    /// The workspace of a `rootfs` terminal, as the client wrote it.
+    pub workspace: Option<String>,
+    /// The network of a `rootfs` terminal, as the client wrote it.
+    pub network: Option<String>,
 }
 
 /// A checked request: everything the terminal will be, before anything exists.
@@ -59,6 +66,17 @@ pub(crate) struct Plan {
     program: String,
     size: TermSize,
     env: BTreeMap<String, String>,
+    /// What a `rootfs` terminal's sandbox is asked to be.
+    guest: Option<GuestPlan>,
+}
+
+/// A `rootfs` terminal's sandbox as asked for (checked; nothing exists yet).
+pub(crate) struct GuestPlan {
+    workspace: Option<WorkspaceId>,
+    network: Network,
+    /// Where the shell starts, inside (`/workspace` unless `cwd` named a directory under
+    /// `/workspace` or `/root`).
+    cwd: String,
 }
 
 /// Where a new instance goes: a new directory, or a closed terminal's own (reopened with the
@@ -72,11 +90,25 @@ pub(crate) struct Placement {
 }
 
 impl Plan {
-    /// Checks `spec` and settles the id; creates nothing.
-    pub(crate) fn new(spec: CreateSpec) -> Result<Self, TerminalError> {
+    /// Checks `spec` for a terminal of backend `kind` and settles the id; creates nothing.
+    pub(crate) fn new(spec: CreateSpec, kind: BackendKind) -> Result<Self, TerminalError> {
         let size = spec.size.unwrap_or(TermSize::DEFAULT);
-        let cwd = resolve_cwd(spec.cwd.as_deref())?;
-        let program = shell::resolve_shell(spec.shell.as_deref())?;
+        let guest = if kind == BackendKind::Rootfs {
+            Some(GuestPlan::new(&spec)?)
+        } else if spec.workspace.is_some() || spec.network.is_some() {
+            return Err(TerminalError::invalid(format!(
+                "workspace and network are for rootfs terminals (backend \"rootfs\"); a {kind} terminal works in its cwd on the host"
+            )));
+        } else {
+            None
+        };
+        let (cwd, program) = match &guest {
+            Some(guest) => (guest.cwd.clone(), rootfs::GUEST_SHELL.to_owned()),
+            None => (
+                resolve_cwd(spec.cwd.as_deref())?,
+                shell::resolve_shell(spec.shell.as_deref())?,
+            ),
+        };
         validate_env(&spec.env)?;
         let agent = spec.agent.clone().unwrap_or_else(Name::default_name);
         let session = spec.session.clone().unwrap_or_else(Name::default_name);
@@ -98,6 +130,7 @@ impl Plan {
             program,
             size,
             env: spec.env,
+            guest,
         })
     }
 
@@ -126,12 +159,20 @@ impl Plan {
                 "the terminals of owner {owner:?} run as an account of their own, which only the native backend does yet"
             )));
         }
+        if user.is_some() && self.guest.is_some() {
+            return Err(TerminalError::invalid(format!(
+                "the terminals of owner {owner:?} run as an account of their own, which only the native backend does yet"
+            )));
+        }
         let (id, size) = (&self.id, self.size);
         let cwd = match user {
             Some(user) if !self.is_cwd_given => user.home.to_string_lossy().into_owned(),
             _ => self.cwd.clone(),
         };
         let cwd = &cwd;
+        if let Some(plan) = &self.guest {
+            plan.check_cwd(owner, &dir, config)?;
+        }
         let nonce = random_token(24);
         // Not derived from the nonce: every program of the terminal can read its environment.
         let process_mark = random_token(24);
@@ -152,9 +193,19 @@ impl Plan {
                 dir.display()
             )));
         }
-        let launch = match user {
-            None => shell::prepare(&self.program, &nonce, &config.runtime_dir),
-            Some(user) => prepare_for(user, &self.program, &nonce),
+        let guest = match &self.guest {
+            Some(plan) => Some(
+                plan.prepare(owner, &dir, config, backend)
+                    .inspect_err(|_| {
+                        remove_cgroup();
+                    })?,
+            ),
+            None => None,
+        };
+        let launch = match (user, &guest) {
+            (_, Some(guest)) => guest::prepare_guest(guest, &self.program, &nonce),
+            (None, None) => shell::prepare(&self.program, &nonce, &config.runtime_dir),
+            (Some(user), None) => prepare_for(user, &self.program, &nonce),
         }
         .map_err(|e| {
             remove_cgroup();
@@ -189,6 +240,7 @@ impl Plan {
             backend: backend.kind(),
             tmux: None,
             user: user.map(|u| u.name.clone()),
+            rootfs: guest.clone(),
             schema: state_dir::META_SCHEMA,
             retention: self.retention,
             cgroup: cgroup.clone(),
@@ -208,7 +260,11 @@ impl Plan {
                 &config.agent_env,
                 &self.env,
                 &launch.env,
-                user,
+                match (user, &guest) {
+                    (_, Some(_)) => Base::Guest,
+                    (Some(user), None) => Base::Account(user),
+                    (None, None) => Base::Server,
+                },
             ),
             cwd: PathBuf::from(&cwd),
             cols: size.cols,
@@ -216,6 +272,7 @@ impl Plan {
             event_log_keep: config.limits.event_log_keep,
             tmux: None,
             user: user.cloned(),
+            sandbox: guest,
         };
         if let Err(error) = backend.launch(&holder_spec).await {
             for file in &launch.files {
@@ -300,6 +357,17 @@ fn validate_env(env: &BTreeMap<String, String>) -> Result<(), TerminalError> {
     Ok(())
 }
 
+/// Whose environment a shell's starts from.
+#[derive(Clone, Copy)]
+enum Base<'a> {
+    /// The server's own (less ptyhub's settings).
+    Server,
+    /// Another account's: its home, name and shell, the server's `PATH` and locale.
+    Account(&'a crate::os_user::OsUser),
+    /// A sandbox's: root's home and name inside, the root's `PATH`, the server's locale.
+    Guest,
+}
+
 /// The agent environment every new terminal gets by default: pagers that print instead of
 /// holding the terminal (`git log`, `man`, `systemctl` and the like then simply print).
 pub fn agent_env() -> BTreeMap<String, String> {
@@ -332,18 +400,32 @@ fn shell_env(
     agent: &BTreeMap<String, String>,
     extra: &BTreeMap<String, String>,
     integration: &[(String, String)],
-    user: Option<&crate::os_user::OsUser>,
+    base: Base<'_>,
 ) -> Vec<(String, String)> {
     let mut env: BTreeMap<String, String> = std::env::vars()
         .filter(|(k, _)| !k.starts_with("PTYHUB_") && k != "ZDOTDIR" && k != "ENV")
         // Another account gets none of the server's own environment but where programs are
-        // and its locale: the server's secrets and its runtime dir are not its business.
-        .filter(|(k, _)| {
-            user.is_none() || k == "PATH" || k == "LANG" || k.starts_with("LC_") || k == "TZ"
+        // and its locale: the server's secrets and its runtime dir are not its business. A
+        // sandbox gets only the locale (its programs are the root's, not the host's).
+        .filter(|(k, _)| match base {
+            Base::Server => true,
+            Base::Account(_) => k == "PATH" || k == "LANG" || k.starts_with("LC_") || k == "TZ",
+            Base::Guest => k == "LANG" || k.starts_with("LC_") || k == "TZ",
         })
         .collect();
-    if let Some(user) = user {
-        env.extend(user.env());
+    match base {
+        Base::Server => {}
+        Base::Account(user) => env.extend(user.env()),
+        Base::Guest => env.extend(
+            [
+                ("PATH", rootfs::GUEST_PATH),
+                ("HOME", rootfs::GUEST_HOME),
+                ("USER", "root"),
+                ("LOGNAME", "root"),
+                ("SHELL", rootfs::GUEST_SHELL),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned())),
+        ),
     }
     env.insert("TERM".to_owned(), "xterm-256color".to_owned());
     env.insert("COLORTERM".to_owned(), "truecolor".to_owned());

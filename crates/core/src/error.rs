@@ -75,6 +75,12 @@ pub enum TerminalError {
     /// No shell to run was found.
     #[error("no shell found")]
     NoShell,
+    /// No workspace of this owner has this id (another owner's looks exactly the same).
+    #[error("workspace {id} not found")]
+    WorkspaceNotFound { id: String },
+    /// Live terminals work in the workspace.
+    #[error("workspace {id} is in use by {}: close them first", terminals.join(", "))]
+    WorkspaceInUse { id: String, terminals: Vec<String> },
     /// The request itself is wrong.
     #[error("{0}")]
     Invalid(String),
@@ -107,6 +113,8 @@ impl TerminalError {
             }
             Self::WatcherCannot { .. } => ErrorCode::PermissionDenied,
             Self::LaunchFailed { .. } | Self::NoShell => ErrorCode::BackendUnavailable,
+            Self::WorkspaceNotFound { .. } => ErrorCode::WorkspaceNotFound,
+            Self::WorkspaceInUse { .. } => ErrorCode::WorkspaceInUse,
             Self::Invalid(_) => ErrorCode::InvalidInput,
             Self::Wire(error) => error.code,
             Self::Internal(_) => ErrorCode::Internal,

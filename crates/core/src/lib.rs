@@ -61,3 +61,4 @@ pub mod shell;
 pub mod state_dir;
 pub mod terminal;
 pub mod tracker;
+pub mod workspace;

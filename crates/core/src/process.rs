@@ -114,6 +114,17 @@ fn boot_time() -> Option<f64> {
     Some(read(libc::CLOCK_REALTIME)? - read(libc::CLOCK_BOOTTIME)?)
 }
 
+/// The children of `parent`, by pid.
+pub fn children(parent: u32) -> Vec<u32> {
+    let mut pids: Vec<u32> = process_table()
+        .iter()
+        .filter(|entry| entry.ppid == parent)
+        .map(|entry| entry.pid)
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
 /// Every descendant of `root` (not `root` itself), parents before children.
 pub fn descendants(root: u32) -> Vec<u32> {
     descendants_in(&process_table(), root)

@@ -403,7 +403,7 @@ impl Registry {
             Retention::Expiring => self.config.backends.for_expiring(spec.backend),
             Retention::Persistent => spec.backend,
         };
-        let plan = Plan::new(spec)?;
+        let plan = Plan::new(spec, self.config.backends.kind_of(choice))?;
         // Before anything exists: bad limits, an unavailable backend or account create
         // nothing.
         let limits = self
@@ -640,3 +640,4 @@ fn closed_info(dir: &Path, log: &TerminalLog) -> Option<TerminalInfo> {
 
 #[cfg(test)]
 mod tests;
+mod workspaces;

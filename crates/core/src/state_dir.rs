@@ -17,6 +17,7 @@ pub use ptyhub_protocol::api::TerminalState;
 use ptyhub_protocol::api::{BackendKind, Retention, TerminalInfo, TmuxTarget};
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::{Name, TerminalId};
+use ptyhub_protocol::rootfs::{GuestInfo, Network, WorkspaceId};
 use serde::{Deserialize, Serialize};
 
 /// Name of the append-only event log in a terminal directory.
@@ -81,6 +82,11 @@ pub struct TerminalMeta {
     /// (docs/security.md#accounts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// What a `rootfs` terminal's shell runs in: the root, its workspace, its network and
+    /// every host directory bound into it (absent on other backends, and from a `meta.json`
+    /// of schema 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rootfs: Option<GuestMeta>,
     /// Which layout of `meta.json` this is ([`META_SCHEMA`] when written by this ptyhub; 0 for
     /// one written before the layout was numbered). A reader takes what it knows of a newer one.
     #[serde(default)]
@@ -96,8 +102,56 @@ pub struct TerminalMeta {
 }
 
 /// The layout of `meta.json` this ptyhub writes (docs/storage.md#meta-json): 2 added
-/// `retention` and `cgroup`.
+/// `retention`, `cgroup` and `rootfs`; a reader takes schema 0 and 1 as they are (every field
+/// they lack has a default).
 pub const META_SCHEMA: u32 = 2;
+
+/// A `rootfs` terminal's sandbox, as `meta.json` records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestMeta {
+    /// The root filesystem on the host (mounted read-only at `/`).
+    pub tree: String,
+    /// The named workspace at `/workspace`; absent for the terminal's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceId>,
+    /// The directory the shell started in, as the shell sees it.
+    pub guest_cwd: String,
+    /// `shared` or `none`.
+    pub network: Network,
+    /// Every host directory bound into the sandbox besides the root.
+    pub binds: Vec<GuestBind>,
+}
+
+/// One host directory bound into a sandbox.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestBind {
+    /// The directory on the host.
+    pub host: String,
+    /// Where the sandbox sees it.
+    pub guest: String,
+    /// Mounted read-only.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+impl GuestMeta {
+    /// The host directory bound at `guest`, if one is.
+    pub fn host_of(&self, guest: &str) -> Option<&str> {
+        self.binds
+            .iter()
+            .find(|bind| bind.guest == guest)
+            .map(|bind| bind.host.as_str())
+    }
+
+    /// What the API shows of it.
+    pub fn info(&self) -> GuestInfo {
+        GuestInfo {
+            workspace: self.workspace.as_ref().map(ToString::to_string),
+            network: self.network,
+            guest_cwd: self.guest_cwd.clone(),
+        }
+    }
+}
 
 impl TerminalMeta {
     /// The terminal as the API shows it, with what only a live actor knows passed in.
@@ -131,6 +185,7 @@ impl TerminalMeta {
             retention: self.retention,
             cgroup: self.cgroup.as_ref().map(crate::cgroup::CgroupRecord::info),
             lease: None,
+            rootfs: self.rootfs.as_ref().map(GuestMeta::info),
         }
     }
 }

@@ -77,17 +77,21 @@ pub enum BackendKind {
     /// A tmux session on a socket ptyhub owns, followed by a holder in tmux's control mode: a
     /// person can `tmux -S <socket> attach -t <session>` beside the agent.
     Tmux,
+    /// A native holder whose shell runs in a Debian root filesystem entered with bubblewrap
+    /// (its own pid, ipc, uts and cgroup namespaces; `/workspace` and a persistent `/root`).
+    Rootfs,
 }
 
 impl BackendKind {
     /// Every backend, in the order `/v2/backends` lists them.
-    pub const ALL: [Self; 2] = [Self::Native, Self::Tmux];
+    pub const ALL: [Self; 3] = [Self::Native, Self::Tmux, Self::Rootfs];
 
     /// The wire spelling, e.g. `native`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Native => "native",
             Self::Tmux => "tmux",
+            Self::Rootfs => "rootfs",
         }
     }
 
@@ -122,6 +126,9 @@ pub enum BackendStatus {
     Ready,
     /// It cannot host terminals here; `reason` says why.
     Failed,
+    /// It can host terminals once its root filesystem is installed
+    /// (`POST /v2/backends/{type}/install`); `install` shows an install that runs.
+    NeedsRootfs,
 }
 
 /// One entry of `GET /v2/backends`.
@@ -146,6 +153,10 @@ pub struct BackendInfo {
     pub shell: Option<String>,
     /// What it supports, by name (docs/backends.md#supports).
     pub supports: Vec<String>,
+    /// The latest install of its root filesystem this server ran (rootfs only), while it runs
+    /// and after it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<crate::rootfs::InstallProgress>,
 }
 
 /// `GET /v2/backends`.
@@ -233,6 +244,15 @@ pub struct CreateSessionParams {
     /// id with another account is `INVALID_INPUT`.
     #[serde(default)]
     pub user: Option<String>,
+    /// The workspace a `rootfs` terminal works in (`/workspace` inside): an id of
+    /// `^[a-z0-9][a-z0-9_-]{0,63}$`, created on first use; absent, the terminal gets a
+    /// workspace of its own. Given on another backend: `INVALID_INPUT`.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// A `rootfs` terminal's network: `shared` (the host's, the default) or `none` (only a
+    /// loopback interface). Given on another backend: `INVALID_INPUT`.
+    #[serde(default)]
+    pub network: Option<String>,
     /// Limits of its cgroup (docs/backends.md#cgroups); a field left out takes the server's
     /// default (`pids_max`, `memory_max` in the config). A limit of 0 or beyond the bounds
     /// is `INVALID_INPUT`; a limit on a server that cannot create cgroups too.
@@ -390,6 +410,9 @@ pub struct TerminalInfo {
     /// can; absent while the log takes every append (docs/storage.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_error: Option<String>,
+    /// What a `rootfs` terminal runs in (its workspace, network); absent on other backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rootfs: Option<crate::rootfs::GuestInfo>,
     /// `persistent` or `expiring` (see create's `retention`).
     #[serde(default)]
     pub retention: Retention,

@@ -52,17 +52,25 @@ pub enum ErrorCode {
     LimitExceeded,
     /// 500: a fault of ptyhub itself.
     Internal,
+    /// 404: no such workspace for this owner (another owner's workspace answers the same).
+    WorkspaceNotFound,
+    /// 409: a live terminal works in the workspace (close it first).
+    WorkspaceInUse,
 }
 
 impl ErrorCode {
     /// The HTTP status this code is answered with.
     pub fn http_status(self) -> u16 {
         match self {
-            Self::SessionNotFound | Self::JobNotFound | Self::CommandNotFound => 404,
+            Self::SessionNotFound
+            | Self::JobNotFound
+            | Self::CommandNotFound
+            | Self::WorkspaceNotFound => 404,
             Self::SessionNotRunning
             | Self::SessionAlreadyClosed
             | Self::Busy
-            | Self::InputLeased => 409,
+            | Self::InputLeased
+            | Self::WorkspaceInUse => 409,
             Self::Timeout => 408,
             Self::Cancelled => 409,
             Self::BackendUnavailable => 503,
@@ -110,6 +118,8 @@ impl ErrorCode {
             Self::InputLeased => "INPUT_LEASED",
             Self::LimitExceeded => "LIMIT_EXCEEDED",
             Self::Internal => "INTERNAL",
+            Self::WorkspaceNotFound => "WORKSPACE_NOT_FOUND",
+            Self::WorkspaceInUse => "WORKSPACE_IN_USE",
         }
     }
 }

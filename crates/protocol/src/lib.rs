@@ -13,6 +13,7 @@ pub mod event;
 pub mod holder;
 pub mod ids;
 pub mod live;
+pub mod rootfs;
 
 pub use error::{ApiError, ErrorCode};
 pub use event::{Event, EventKind, Seq};

@@ -65,6 +65,7 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/v2/pty/events", get(terminal_events))
         .route("/v2/version", get(version))
         .route("/v2/backends", get(backends))
+        .merge(sandbox::routes())
 }
 
 fn ok<T>(message: &str, data: T) -> Answer<T> {
@@ -96,12 +97,14 @@ async fn create(
         user: params.user,
         limits: params.limits,
         retention: params.retention.unwrap_or_default(),
+        workspace: params.workspace,
+        network: params.network,
         anonymous: false,
         backend: match params.backend.as_deref() {
             None => BackendChoice::ServerDefault,
             Some(name) => BackendChoice::Named(BackendKind::parse(name).ok_or_else(|| {
                 TerminalError::invalid(format!(
-                    "unknown backend {:?} (known: native, tmux)",
+                    "unknown backend {:?} (known: native, tmux, rootfs)",
                     ptyhub_protocol::ids::truncate_for_message(name)
                 ))
             })?),
@@ -355,19 +358,21 @@ async fn backends(State(state): State<AppState>) -> Json<Envelope<BackendsRespon
         .describe()
         .into_iter()
         .map(|(kind, availability, is_default)| {
-            // Every backend runs a shell: without one none can host a terminal.
+            let backend = backends.for_kind(kind);
+            // Every backend on the host runs a shell: without one none can host a terminal (a
+            // sandbox runs the root's own).
             let failure = availability.failure.or_else(|| {
-                shell
-                    .is_none()
+                (shell.is_none() && kind != BackendKind::Rootfs)
                     .then(|| "no shell found (bash, sh or the login shell)".to_owned())
             });
             BackendInfo {
                 kind,
-                status: if failure.is_some() {
-                    BackendStatus::Failed
-                } else {
-                    BackendStatus::Ready
+                status: match &failure {
+                    None => BackendStatus::Ready,
+                    Some(_) if backend.needs_install() => BackendStatus::NeedsRootfs,
+                    Some(_) => BackendStatus::Failed,
                 },
+                install: backend.install_progress(),
                 reason: failure,
                 is_default,
                 version: availability.version,
@@ -607,6 +612,7 @@ use ptyhub_core::terminal::timeline;
 
 mod dashboard;
 mod lease;
+mod sandbox;
 
 /// The owner's terminals as one stream of server-sent events, for the dashboard at `/`:
 /// `page` (a page of terminals with their facts, when it changed) and `preview` (the bottom of
@@ -655,6 +661,10 @@ async fn terminal_events(
     terminal_events,
     lease::get,
     lease::take,
-    lease::release
+    lease::release,
+    sandbox::install,
+    sandbox::list,
+    sandbox::status,
+    sandbox::delete
 ))]
 pub struct V2Doc;

@@ -18,6 +18,7 @@ mod observe;
 mod origins;
 mod raw_http;
 mod retention;
+mod rootfs;
 mod rotation;
 mod send;
 mod send_truth;

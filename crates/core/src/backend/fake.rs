@@ -204,6 +204,7 @@ impl FakeHost {
             backend: BackendKind::Native,
             tmux: None,
             user: None,
+            rootfs: None,
             schema: crate::state_dir::META_SCHEMA,
             retention: ptyhub_protocol::api::Retention::Persistent,
             cgroup: None,

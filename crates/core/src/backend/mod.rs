@@ -15,6 +15,8 @@
 //! - [`native`]: a holder process per terminal, over its unix socket;
 //! - [`tmux`]: a tmux session on a socket ptyhub owns, followed by a holder in tmux's control
 //!   mode (the same holder protocol, so the actor cannot tell it from native);
+//! - [`rootfs`]: a native holder whose shell runs in a Debian root under bubblewrap, with the
+//!   root's provisioning in [`rootfs_install`];
 //! - a fake driven by recorded logs, for the actor's unit tests (`fake`, tests only).
 //!
 //! [`Backends`] is the set a server runs with: which backend each terminal's `meta.json`
@@ -25,6 +27,8 @@
 pub(crate) mod fake;
 pub mod native;
 mod native_link;
+pub mod rootfs;
+pub mod rootfs_install;
 mod select;
 pub mod tmux;
 
@@ -37,6 +41,7 @@ use std::pin::Pin;
 use ptyhub_protocol::api::BackendKind;
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::holder::{HolderLine, HolderRequest};
+use ptyhub_protocol::rootfs::InstallProgress;
 
 pub use crate::event_log::TerminalLog;
 use crate::holder::HolderSpec;
@@ -94,6 +99,28 @@ pub trait Backend: Send + Sync + 'static {
     /// Whether it can host terminals here. A backend that always can keeps this default.
     fn availability(&self) -> Availability {
         Availability::ready()
+    }
+
+    /// Whether it waits for a one-time install (the rootfs backend's root filesystem) before
+    /// it can host terminals; its availability then fails with a message that says so.
+    fn needs_install(&self) -> bool {
+        false
+    }
+
+    /// Starts the one-time install this backend needs, or joins the one that runs, and
+    /// answers with its progress; `None` for a backend that has nothing to install.
+    fn install(&self) -> Option<InstallProgress> {
+        None
+    }
+
+    /// The latest install's progress (running or ended), if this server ran one.
+    fn install_progress(&self) -> Option<InstallProgress> {
+        None
+    }
+
+    /// The root filesystem its shells run in, once it has one (the rootfs backend's).
+    fn guest_root(&self) -> Option<std::path::PathBuf> {
+        None
     }
 
     /// Starts the terminal described by `spec`, whose directory already holds its

@@ -126,14 +126,19 @@ impl Backends {
         }
     }
 
-    /// The backend a new terminal gets, or `BACKEND_UNAVAILABLE` when the one asked for (by
-    /// name or as the configured default) cannot host terminals here.
-    pub fn choose(&self, choice: BackendChoice) -> Result<Arc<dyn Backend>, TerminalError> {
-        let kind = match choice {
+    /// The kind of backend `choice` asks for, whether or not it can host here.
+    pub fn kind_of(&self, choice: BackendChoice) -> BackendKind {
+        match choice {
             BackendChoice::Implicit => BackendKind::Native,
             BackendChoice::ServerDefault => self.default_kind(),
             BackendChoice::Named(kind) => kind,
-        };
+        }
+    }
+
+    /// The backend a new terminal gets, or `BACKEND_UNAVAILABLE` when the one asked for (by
+    /// name or as the configured default) cannot host terminals here.
+    pub fn choose(&self, choice: BackendChoice) -> Result<Arc<dyn Backend>, TerminalError> {
+        let kind = self.kind_of(choice);
         let found = match self.find(kind) {
             // A server with one backend (the tests' fake) hosts every implicit terminal.
             None if choice == BackendChoice::Implicit => Some(&self.first),
@@ -178,6 +183,9 @@ pub fn supports(kind: BackendKind) -> Vec<&'static str> {
     ];
     if kind == BackendKind::Tmux {
         names.push("tmux_attach");
+    }
+    if kind == BackendKind::Rootfs {
+        names.extend(["workspaces", "network_none", "persistent_home"]);
     }
     names
 }

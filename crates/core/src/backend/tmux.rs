@@ -130,6 +130,7 @@ impl TmuxBackend {
                 is_reattach: true,
             }),
             user: None,
+            sandbox: None,
         };
         match self.launcher.launch(&spec).await {
             Ok(_) => {
@@ -236,7 +237,7 @@ impl Backend for TmuxBackend {
 }
 
 /// The first executable `name` on `PATH`.
-fn find_on_path(name: &str) -> Option<PathBuf> {
+pub(super) fn find_on_path(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)

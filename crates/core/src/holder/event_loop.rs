@@ -37,6 +37,10 @@ const END_GRACE: Duration = Duration::from_millis(1500);
 const LINGER: Duration = Duration::from_secs(2);
 /// The working directory is re-read at most this often while output flows.
 const CWD_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How long a sandbox (bwrap) may take to start the shell inside it.
+const GUEST_SHELL_WAIT: Duration = Duration::from_secs(5);
+/// The shell's depth under bwrap: bwrap, its pid-namespace init, then the shell.
+const GUEST_SHELL_DEPTH: usize = 2;
 
 enum Phase {
     Running,
@@ -59,6 +63,8 @@ pub(super) struct Holder {
     listener: UnixListener,
     signals: OwnedFd,
     child: u32,
+    /// The terminal's shell: the child, or for a sandbox the shell bwrap runs inside it.
+    shell: u32,
     child_status: Option<(Option<i32>, Option<i32>)>,
     clients: Vec<Client>,
     input: VecDeque<u8>,
@@ -85,10 +91,15 @@ impl Holder {
         let joiner = meta.cgroup.as_ref().map(Joiner::open).transpose()?;
         let child = pty::spawn(&spec, slave, joiner.as_ref())?;
         drop(joiner);
+        let shell = if spec.sandbox.is_some() {
+            guest_shell(child)
+        } else {
+            child
+        };
 
         meta.state = TerminalState::Running;
         meta.holder_pid = Some(std::process::id());
-        meta.pid = Some(child);
+        meta.pid = Some(shell);
         meta.exit_code = None;
         meta.signal = None;
         meta.ended_at = None;
@@ -104,6 +115,7 @@ impl Holder {
             listener,
             signals,
             child,
+            shell,
             child_status: None,
             clients: Vec::new(),
             input: VecDeque::new(),
@@ -114,7 +126,7 @@ impl Holder {
         };
         let start = EventKind::Start {
             instance: holder.meta.instance,
-            pid: child,
+            pid: shell,
             command: holder.meta.command.clone(),
             cols: holder.spec.cols,
             rows: holder.spec.rows,
@@ -124,7 +136,7 @@ impl Holder {
     }
 
     pub(super) fn child_pid(&self) -> u32 {
-        self.child
+        self.shell
     }
 
     /// Serves until the terminal has ended and its last events were delivered.
@@ -512,7 +524,7 @@ impl Holder {
             }
             HolderRequest::SignalStartedSince { signal, since } => {
                 let mut pids = process::descendants(std::process::id());
-                pids.retain(|&pid| pid != self.child);
+                pids.retain(|&pid| pid != self.child && pid != self.shell);
                 signal_started_since(&pids, signal, since);
             }
             HolderRequest::Note(note) => {
@@ -576,7 +588,7 @@ impl Holder {
     fn status(&self) -> HolderStatus {
         let is_running = self.child_status.is_none() && self.master.is_some();
         let (foreground, process_count) = if is_running {
-            process::terminal_facts(std::process::id(), self.child)
+            process::terminal_facts(std::process::id(), self.shell)
         } else {
             (None, process::descendants(std::process::id()).len())
         };
@@ -586,7 +598,7 @@ impl Holder {
             .or_else(|| self.foreground_pgid());
         HolderStatus {
             holder_pid: std::process::id(),
-            child_pid: Some(self.child),
+            child_pid: Some(self.shell),
             foreground_pgid,
             foreground_program: match &foreground {
                 Some(f) => f.program.clone(),
@@ -607,7 +619,7 @@ impl Holder {
 
     fn refresh_cwd(&mut self) {
         self.last_cwd_check = Instant::now();
-        if let Some(cwd) = process::cwd(self.child)
+        if let Some(cwd) = process::cwd(self.shell)
             && cwd != self.meta.cwd
         {
             self.meta.cwd = cwd;
@@ -625,6 +637,27 @@ impl Holder {
         clients::announce_storage(&mut self.clients, &mut self.log);
         clients::serve(&mut self.clients, &self.log);
     }
+}
+
+/// The shell a sandbox runs [`GUEST_SHELL_DEPTH`] levels under `bwrap` (its first process at
+/// that depth), once it runs; `bwrap` itself when none appears in time (bwrap refused to start,
+/// and its exit ends the terminal with its message in the log).
+fn guest_shell(bwrap: u32) -> u32 {
+    let since = Instant::now();
+    while since.elapsed() < GUEST_SHELL_WAIT && process::is_alive(bwrap) {
+        let mut level = vec![bwrap];
+        for _ in 0..GUEST_SHELL_DEPTH {
+            level = level
+                .iter()
+                .flat_map(|&pid| process::children(pid))
+                .collect();
+        }
+        if let Some(&shell) = level.first() {
+            return shell;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    bwrap
 }
 
 /// Sends `signal` to the processes of `pids` that started at `since` or later (the

@@ -60,6 +60,12 @@ pub struct HolderSpec {
     /// holder's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<crate::os_user::OsUser>,
+    /// Set for a `rootfs` terminal: the program is bwrap, which runs the shell two levels
+    /// below it (bwrap, its pid-namespace init, the shell). The holder then takes that shell
+    /// as the terminal's program for everything but its exit (its pid, its working directory,
+    /// the foreground facts); bwrap's exit status is the shell's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::state_dir::GuestMeta>,
 }
 
 /// The tmux session a control-mode holder hosts its terminal in.
