@@ -39,9 +39,37 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        // Lazily: the terminal's holder may still have its files open.
+        // The terminals that live on it end first: once it is unmounted their `meta.json`
+        // is out of sight of the server's cleanup (this guard drops before the server's).
+        for meta in walk_metas(&self.at) {
+            if let Some(pid) = meta.get("holder_pid").and_then(Value::as_u64) {
+                ptyhub_core::process::kill(pid as u32, rustix::process::Signal::KILL);
+            }
+            if let Some(mark) = meta.get("process_mark").and_then(Value::as_str) {
+                for pid in ptyhub_core::process::marked_processes(mark) {
+                    ptyhub_core::process::kill(pid, rustix::process::Signal::KILL);
+                }
+            }
+        }
+        // Lazily: a holder just killed may still have its files open.
         let _ = Command::new("umount").arg("-l").arg(&self.at).status();
     }
+}
+
+/// Every `meta.json` under `dir`, parsed.
+fn walk_metas(dir: &Path) -> Vec<Value> {
+    let mut found = Vec::new();
+    if let Ok(text) = std::fs::read_to_string(dir.join("meta.json"))
+        && let Ok(meta) = serde_json::from_str(&text)
+    {
+        found.push(meta);
+    }
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            found.extend(walk_metas(&entry.path()));
+        }
+    }
+    found
 }
 
 /// Fills the file system holding `path` up to the last `free` bytes with `path`.
