@@ -627,19 +627,35 @@ async fn terminal_url(
 }
 
 /// What this server's terminals can do: `exec.pty` is true when a default shell was found,
-/// since exec needs one (docs/windows.md#unsupported).
+/// since exec needs one (docs/windows.md#unsupported); `backends` are those of
+/// `GET /v2/backends`, each with its status.
 #[utoipa::path(get, path = "/v1/capabilities", tag = "v1", operation_id = "v1_capabilities", responses((status = 200, description = "inside the {success, message, data} envelope"), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
-async fn capabilities(State(_state): State<AppState>) -> Answer<serde_json::Value> {
+async fn capabilities(State(state): State<AppState>) -> Answer<serde_json::Value> {
     let shell = ptyhub_core::shell::default_shell().unwrap_or_default();
+    let described = crate::v2::backends_response(&state);
+    let backends: Vec<serde_json::Value> = described
+        .backends
+        .iter()
+        .map(|backend| {
+            serde_json::json!({
+                "type": backend.kind,
+                "status": backend.status,
+                "reason": backend.reason,
+                "default": backend.is_default,
+                "supports": backend.supports,
+            })
+        })
+        .collect();
     ok(
         "Capabilities",
         serde_json::json!({
             "shell": shell,
             "exec": { "pty": !shell.is_empty() },
-            "backends": [{ "type": ptyhub_protocol::api::BackendKind::Native, "status": "ready" }],
+            "backends": backends,
+            "cgroups": described.cgroups,
             "compatibility": { "agent_sandbox": "0.0.30" },
             "api_versions": ["v1", "v2"],
-            "limits": { "max_sessions": _state.registry.stats().await.max },
+            "limits": { "max_sessions": state.registry.stats().await.max },
         }),
     )
 }

@@ -352,6 +352,12 @@ async fn version() -> Json<Envelope<serde_json::Value>> {
 
 #[utoipa::path(get, path = "/v2/backends", tag = "v2", operation_id = "v2_backends", responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<BackendsResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]
 async fn backends(State(state): State<AppState>) -> Json<Envelope<BackendsResponse>> {
+    Json(Envelope::ok("Backends", backends_response(&state)))
+}
+
+/// Every backend of this server with its status and what it supports, and the cgroups: what
+/// `GET /v2/backends` answers and v1's capabilities list.
+pub(crate) fn backends_response(state: &AppState) -> BackendsResponse {
     let backends = state.registry.backends();
     let shell = ptyhub_core::shell::default_shell();
     let list = backends
@@ -386,14 +392,11 @@ async fn backends(State(state): State<AppState>) -> Json<Envelope<BackendsRespon
             }
         })
         .collect();
-    Json(Envelope::ok(
-        "Backends",
-        BackendsResponse {
-            backends: list,
-            default: backends.default_kind(),
-            cgroups: backends.cgroups().describe(),
-        },
-    ))
+    BackendsResponse {
+        backends: list,
+        default: backends.default_kind(),
+        cgroups: backends.cgroups().describe(),
+    }
 }
 
 #[utoipa::path(post, path = "/v2/pty/sessions/{id}/signal", tag = "v2", operation_id = "v2_signal", params(("id" = String, Path, description = "the terminal id")), request_body = SignalParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<SignalResponse>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]

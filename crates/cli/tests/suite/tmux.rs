@@ -503,3 +503,42 @@ async fn attach_and_watch_follow_a_tmux_terminal() {
     );
     read_output_until(&mut watcher, "person-6").await;
 }
+
+/// v1's capabilities list the backends `GET /v2/backends` does, each with its status, so an
+/// agent-sandbox client sees that tmux is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v1_capabilities_list_every_backend_with_its_status() {
+    let hub = super::start();
+    let client = hub.http();
+    let v2 = super::get(&client, "/v2/backends").await;
+    let v1 = super::get(&client, "/v1/capabilities").await;
+    assert_eq!(v1.status, 200, "{}", v1.body);
+    let statuses = |list: &serde_json::Value, key: &str| -> Vec<(String, String)> {
+        list.as_array()
+            .into_iter()
+            .flatten()
+            .map(|b| {
+                (
+                    b[key].as_str().unwrap_or_default().to_owned(),
+                    b["status"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let listed = statuses(&ptyhub_test_support::data(&v1)["backends"], "type");
+    assert_eq!(
+        listed,
+        statuses(&ptyhub_test_support::data(&v2)["backends"], "type"),
+        "{}",
+        v1.body
+    );
+    assert!(
+        listed.contains(&("tmux".to_owned(), "ready".to_owned())),
+        "tmux is installed here: {listed:?}"
+    );
+    assert!(
+        ptyhub_test_support::data(&v1)["cgroups"]["status"].is_string(),
+        "{}",
+        v1.body
+    );
+}
