@@ -188,20 +188,12 @@ async fn ctrl_c_reaches_the_program_while_the_attach_connection_reads_nothing() 
     })
     .await;
     // Far more output than the socket and the server's queues hold is waiting for the client.
-    let dir = hub
-        .terminal_dir(&id)
-        .unwrap_or_else(|| panic!("no directory for {id}"));
-    wait_until("the log holds 8 MiB more than the client read", || async {
-        let logged: u64 = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with("events"))
-            .filter_map(|e| e.metadata().ok())
-            .map(|m| m.len())
-            .sum();
-        (logged > 8 * 1024 * 1024).then_some(())
-    })
+    wait_for_logged(
+        &hub,
+        &id,
+        8 * 1024 * 1024,
+        "the log holds 8 MiB more than the client read",
+    )
     .await;
     send(&mut socket, "\u{3}").await;
     wait_until("^C ended the flood", || async {
@@ -263,6 +255,25 @@ async fn send(socket: &mut ptyhub_client::LiveSocket, data: &str) {
         .unwrap_or_else(|e| panic!("send: {e}"));
 }
 
+/// Waits until terminal `id`'s log files hold more than `bytes`.
+async fn wait_for_logged(hub: &Ptyhub, id: &str, bytes: u64, what: &str) {
+    let dir = hub
+        .terminal_dir(id)
+        .unwrap_or_else(|| panic!("no directory for {id}"));
+    wait_until(what, || async {
+        let logged: u64 = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("events"))
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum();
+        (logged > bytes).then_some(())
+    })
+    .await;
+}
+
 fn tempfile_dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
 }
@@ -293,21 +304,7 @@ async fn attach_keys_get_through_while_its_local_output_is_stuck() {
     })
     .await;
     // Far more than a pipe and the client's queue hold has been printed.
-    let dir_of = hub
-        .terminal_dir(&id)
-        .unwrap_or_else(|| panic!("no directory for {id}"));
-    wait_until("the log holds 4 MiB", || async {
-        let logged: u64 = std::fs::read_dir(&dir_of)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with("events"))
-            .filter_map(|e| e.metadata().ok())
-            .map(|m| m.len())
-            .sum();
-        (logged > 4 * 1024 * 1024).then_some(())
-    })
-    .await;
+    wait_for_logged(&hub, &id, 4 * 1024 * 1024, "the log holds 4 MiB").await;
     tmux.send_keys(&["C-c"]);
     wait_until("^C ended the flood", || async {
         processes_with_arg("987654322").is_empty().then_some(())

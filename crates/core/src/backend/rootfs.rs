@@ -26,8 +26,7 @@ use ptyhub_protocol::api::BackendKind;
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::rootfs::{InstallProgress, Network};
 
-use super::native::{end_terminal, live_holder};
-use super::native_link::HolderLink;
+use super::native::NativeBackend;
 use super::rootfs_install::{Installer, RootfsSource};
 use super::{Availability, Backend, BackendLink, BoxFuture, LaunchError, TerminalLog};
 use crate::holder::HolderSpec;
@@ -63,7 +62,9 @@ pub struct RootfsConfig {
 /// Terminals whose shells run in a Debian root under bubblewrap.
 #[derive(Debug)]
 pub struct RootfsBackend {
-    launcher: HolderLauncher,
+    /// The holder is the native one, only its program wrapped: everything after the launch
+    /// is the native backend's.
+    native: Arc<NativeBackend>,
     bwrap: Option<PathBuf>,
     /// Why it can never host here (no bwrap, no user namespaces), whatever is installed.
     failure: Option<String>,
@@ -93,7 +94,7 @@ impl RootfsBackend {
             Some(_) => None,
         };
         Arc::new(Self {
-            launcher,
+            native: NativeBackend::new(launcher),
             bwrap,
             failure,
             version,
@@ -179,7 +180,7 @@ impl Backend for RootfsBackend {
             wrapped.cwd = guest
                 .host_of(GUEST_WORKSPACE)
                 .map_or_else(|| PathBuf::from("/"), PathBuf::from);
-            self.launcher.launch(&wrapped).await.map(|_| ())
+            self.native.launch(&wrapped).await
         })
     }
 
@@ -188,29 +189,21 @@ impl Backend for RootfsBackend {
         meta: &'a TerminalMeta,
         after: Seq,
     ) -> BoxFuture<'a, std::io::Result<BackendLink>> {
-        Box::pin(async move {
-            let (link, lines) = HolderLink::connect(Path::new(&meta.socket), after).await?;
-            Ok(BackendLink {
-                requests: Box::new(link),
-                lines: Box::new(lines),
-            })
-        })
+        self.native.connect(meta, after)
     }
 
     fn log(&self, dir: &Path) -> TerminalLog {
-        TerminalLog::in_dir(dir)
+        self.native.log(dir)
     }
 
     fn kill(&self, meta: &TerminalMeta) {
         // bwrap and everything inside carry the instance's mark (bwrap passes the environment
         // on) and live under the holder: the native search finds them all.
-        end_terminal(&self.launcher.exe, meta);
+        self.native.kill(meta);
     }
 
     fn end_orphans(&self, meta: &TerminalMeta) {
-        if live_holder(&self.launcher.exe, meta).is_none() {
-            self.kill(meta);
-        }
+        self.native.end_orphans(meta);
     }
 }
 

@@ -195,7 +195,6 @@ async fn l1_a_firehose_of_terminals_loses_no_byte_and_leaves_exec_answering() {
 /// Follows a terminal's log through the events route, from `after`, until the producer's
 /// end marker is in it; returns every output byte.
 async fn tail_to_end(client: &Client, id: &str, after: u64, producer: &Producer) -> Vec<u8> {
-    use base64::Engine as _;
     let mut bytes = Vec::new();
     let mut after = after;
     let deadline = Instant::now() + ptyhub_test_support::default_timeout() * 4;
@@ -208,18 +207,7 @@ async fn tail_to_end(client: &Client, id: &str, after: u64, producer: &Producer)
         assert_eq!(page.status, 200, "{}", page.body);
         let page = data(&page).clone();
         let before = bytes.len();
-        for event in page["events"].as_array().into_iter().flatten() {
-            if event["type"] != "pty.output" {
-                continue;
-            }
-            if let Some(b64) = event["data_b64"].as_str() {
-                bytes.extend(
-                    base64::engine::general_purpose::STANDARD
-                        .decode(b64)
-                        .unwrap_or_else(|e| panic!("data_b64: {e}")),
-                );
-            }
-        }
+        super::output_of_page(&page, &mut bytes);
         after = page["next_seq"].as_u64().unwrap_or(after);
         if producer.has_ended(&bytes, bytes.len() - before) {
             return bytes;

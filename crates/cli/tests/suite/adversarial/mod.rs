@@ -144,21 +144,27 @@ pub async fn log_bytes(client: &Client, id: &str) -> Vec<u8> {
         .await;
         assert_eq!(page.status, 200, "{}", page.body);
         let page = data(&page);
-        for event in page["events"].as_array().into_iter().flatten() {
-            if event["type"] != "pty.output" {
-                continue;
-            }
-            if let Some(b64) = event["data_b64"].as_str() {
-                bytes.extend(
-                    base64::engine::general_purpose::STANDARD
-                        .decode(b64)
-                        .unwrap_or_else(|e| panic!("data_b64: {e}")),
-                );
-            }
-        }
+        output_of_page(page, &mut bytes);
         after = page["next_seq"].as_u64().unwrap_or(after);
         if page["has_more"] != true {
             return bytes;
+        }
+    }
+}
+
+/// Appends the output bytes of a page of the events route to `bytes` (other events, typed
+/// input among them, are not output).
+pub fn output_of_page(page: &serde_json::Value, bytes: &mut Vec<u8>) {
+    for event in page["events"].as_array().into_iter().flatten() {
+        if event["type"] != "pty.output" {
+            continue;
+        }
+        if let Some(b64) = event["data_b64"].as_str() {
+            bytes.extend(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .unwrap_or_else(|e| panic!("data_b64: {e}")),
+            );
         }
     }
 }
