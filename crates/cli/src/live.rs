@@ -150,6 +150,8 @@ const OUTPUT_CHUNKS_QUEUED: usize = 64;
 /// How long the last output (and the reset of the local terminal's modes) may take to go
 /// out at the end; a local terminal that takes nothing does not keep the client alive.
 const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a detaching client waits for the server's close after its own.
+const CLOSE_HANDSHAKE_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The thread that writes output to stdout, in order.
 struct Screen {
@@ -324,6 +326,12 @@ pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
     };
     drop(keys);
     let _ = sink.send(LiveMessage::Close(None)).await;
+    // The closing handshake, briefly: a socket closed with frames unread is reset by the
+    // kernel, which then discards keys not yet sent (docs/websocket.md).
+    let _ = tokio::time::timeout(CLOSE_HANDSHAKE_MAX, async {
+        while let Some(Ok(_)) = stream.next().await {}
+    })
+    .await;
     if let Some(bytes) = held {
         let _ = screen.queue.try_send(bytes);
     }

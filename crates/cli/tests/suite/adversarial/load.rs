@@ -666,7 +666,8 @@ async fn l7_input_read_to_the_end_arrives_whole_on_every_surface() {
                 let deadline = ptyhub_test_support::default_timeout();
                 while let Ok(Some(Ok(_))) =
                     tokio::time::timeout(deadline, futures_util::StreamExt::next(&mut socket)).await
-                {}
+                {
+                }
             }
         }
         let deadline = Instant::now() + ptyhub_test_support::default_timeout();
