@@ -255,6 +255,91 @@ async fn a_rootfs_terminal_runs_its_shell_in_the_debian_root_and_closing_leaves_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rootfs_terminal_resizes_with_sigwinch_inside_and_a_person_attaches_to_it() {
+    let Some(hub) = ready_hub().await else {
+        return;
+    };
+    let client = hub.http();
+    let id = create(&client, json!({ "id": "seen", "backend": "rootfs" })).await;
+
+    // A resize reaches the sandboxed foreground program as SIGWINCH, with the new size.
+    let waiting = {
+        let client = client.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            post(
+                &client,
+                &format!("/v2/pty/sessions/{id}/exec"),
+                json!({
+                    "command": "(trap 'stty size; exit 7' WINCH; echo ar''med; while :; do sleep 0.1; done)",
+                    "timeout": 30,
+                }),
+            )
+            .await
+        })
+    };
+    wait_until("the trap is set inside", || async {
+        let screen = get(&client, &format!("/v2/pty/sessions/{id}/screen")).await;
+        data(&screen)["screen"]
+            .to_string()
+            .contains("armed")
+            .then_some(())
+    })
+    .await;
+    let resized = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/resize"),
+        json!({ "cols": 91, "rows": 27 }),
+    )
+    .await;
+    assert_eq!(resized.status, 200, "{}", resized.body);
+    let ran = waiting.await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ran.status, 200, "{}", ran.body);
+    assert_eq!(data(&ran)["exit_code"], 7, "{}", ran.body);
+    assert!(
+        data(&ran)["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("27 91")),
+        "{}",
+        ran.body
+    );
+
+    // A person attaches from a terminal of their own (a tmux pane): keys reach the shell in
+    // the sandbox, its output reaches the pane, the sandbox follows the pane's size, and a
+    // detach leaves it running.
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let socket = hub.socket.display().to_string();
+    let home_text = home.path().display().to_string();
+    let pane = ptyhub_test_support::Tmux::start(
+        "PS1='pane$ ' exec bash --norc --noprofile",
+        100,
+        30,
+        &[
+            ("PTYHUB_SOCKET", &socket),
+            ("HOME", &home_text),
+            ("TERM", "xterm-256color"),
+        ],
+    );
+    pane.wait_for("pane$").await;
+    pane.type_line(&format!(
+        "{} terminal attach {id}",
+        env!("CARGO_BIN_EXE_ptyhub")
+    ));
+    pane.wait_for("Ctrl-] to detach").await;
+    pane.type_line("echo in-$((6 * 7))-$(hostname)-$(stty size | tr ' ' x)");
+    pane.wait_for("in-42-sandbox-30x100").await;
+    pane.send_keys(&["C-]"]);
+    pane.wait_for("[ptyhub: detached").await;
+    let info = data(&get(&client, &format!("/v2/pty/sessions/{id}")).await).clone();
+    assert_eq!(info["state"], "running", "{info}");
+    assert_eq!(
+        (info["cols"].clone(), info["rows"].clone()),
+        (json!(100), json!(30))
+    );
+    close(&client, &id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_none_is_only_loopback_and_the_home_outlives_its_terminal() {
     let Some(hub) = ready_hub().await else {
         return;
