@@ -9,8 +9,8 @@ use ptyhub_client::{Client, LiveMessage, Method};
 use serde_json::json;
 
 use super::{
-    Producer, assert_exact, figure, log_bytes, open_fds, percentile, proc_status, read_to_end,
-    scaled, sha256, watcher,
+    Canary, Producer, assert_exact, figure, log_bytes, open_fds, proc_status, read_to_end, scaled,
+    sha256, watcher,
 };
 use crate::suite::{create, exec, exec_raw, start};
 use ptyhub_test_support::{data, wait_until};
@@ -55,20 +55,13 @@ async fn l1_a_firehose_of_terminals_loses_no_byte_and_leaves_exec_answering() {
         watchers.push((i, watcher(&client, id, "").await));
     }
     let rss_before = proc_status(hub.server_pid().unwrap_or(0), "VmRSS");
-    // A canary on a bare PTY beside ptyhub's, under the same flood: what the machine costs.
-    let stop = dir.path().join("bare-canary-stop");
-    let bare = tokio::process::Command::new("python3")
-        .arg(crate::suite::manifest_dir().join("tests/adversarial/bare_canary.py"))
-        .arg(&stop)
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("python3: {e}"));
-    let ready = stop.with_file_name("bare-canary-stop.ready");
-    wait_until("the bare canary runs", || async {
-        ready.exists().then_some(())
-    })
-    .await;
+    // Two canaries, each a process of its own as an agent is: ptyhub's exec on the idle
+    // terminal, and a bare PTY beside it under the same flood (what the machine costs).
+    let url = format!("http://{}", hub.addr);
+    let canaries = [
+        Canary::start(dir.path(), &["ptyhub", &url, &hub.token, &canary]).await,
+        Canary::start(dir.path(), &["bare"]).await,
+    ];
     let started = Instant::now();
     let mut runs = Vec::new();
     for (id, producer) in ids.iter().zip(producers.iter()) {
@@ -95,32 +88,13 @@ async fn l1_a_firehose_of_terminals_loses_no_byte_and_leaves_exec_answering() {
             (i, read_to_end(&mut socket, &producer).await)
         }));
     }
-    // The canary's exec round trips while the others flood.
-    let mut canary_ms = Vec::new();
-    let mut slowest_canary = (0.0, 0.0);
-    while runs.iter().any(|run| !run.is_finished()) {
-        let at = Instant::now();
-        let answer = exec(&client, &canary, "true").await;
-        assert_eq!(answer["exit_code"], 0, "{answer}");
-        let ms = at.elapsed().as_secs_f64() * 1000.0;
-        if ms > slowest_canary.1 {
-            slowest_canary = ((at - started).as_secs_f64(), ms);
-        }
-        canary_ms.push(ms);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    std::fs::write(&stop, b"").unwrap_or_else(|e| panic!("{e}"));
-    let bare = bare
-        .wait_with_output()
-        .await
-        .unwrap_or_else(|e| panic!("the bare canary: {e}"));
-    let bare: serde_json::Value = serde_json::from_slice(&bare.stdout)
-        .unwrap_or_else(|e| panic!("the bare canary's figures ({e}): {bare:?}"));
     let mut slowest = Duration::ZERO;
     for run in runs {
         slowest = slowest.max(run.await.unwrap_or_else(|e| panic!("{e}")));
     }
     let elapsed = started.elapsed();
+    let [agent, bare] = canaries;
+    let (agent, bare) = (agent.finish().await, bare.finish().await);
     let peak = proc_status(hub.server_pid().unwrap_or(0), "VmHWM");
     for read in reads {
         let (i, got) = read.await.unwrap_or_else(|e| panic!("{e}"));
@@ -152,31 +126,15 @@ async fn l1_a_firehose_of_terminals_loses_no_byte_and_leaves_exec_answering() {
         "replays and watchers equal to their producers (sha256)",
         format!("{terminals} replays, 10 watchers"),
     );
-    figure("L1", "canary exec round trips", canary_ms.len());
     figure(
         "L1",
-        "bare PTY canary beside it (true + echo typed into bash): n, p50 / p99 / max ms",
-        format!(
-            "{}, {:.1} / {:.1} / {:.1}",
-            bare["n"],
-            bare["p50"].as_f64().unwrap_or(0.0),
-            bare["p99"].as_f64().unwrap_or(0.0),
-            bare["max"].as_f64().unwrap_or(0.0)
-        ),
+        "canary exec of `true` on an idle terminal (an agent's own process, one connection): n, p50 / p99 / max ms, slowest at s, [at s, ms] over 100 ms",
+        agent.summary(),
     );
     figure(
         "L1",
-        "canary exec slowest ms, s into the flood",
-        format!("{:.1}, {:.1}", slowest_canary.1, slowest_canary.0),
-    );
-    figure(
-        "L1",
-        "canary exec p50 / p99 ms",
-        format!(
-            "{:.1} / {:.1}",
-            percentile(&mut canary_ms, 0.5),
-            percentile(&mut canary_ms, 0.99)
-        ),
+        "bare PTY canary beside it (true + echo typed into bash): n, p50 / p99 / max ms, slowest at s, [at s, ms] over 100 ms",
+        bare.summary(),
     );
     figure(
         "L1",

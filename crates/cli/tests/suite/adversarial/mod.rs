@@ -234,12 +234,67 @@ pub fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
 }
 
-/// The `p`-th percentile of `values` (sorted in place).
-pub fn percentile(values: &mut [f64], p: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    if values.is_empty() {
-        return 0.0;
+/// A canary in a process of its own (`tests/adversarial/canary.py`), timing round trips
+/// until it is told to stop: `["bare"]` on a bare PTY, `["ptyhub", url, token, terminal]`
+/// through ptyhub's exec, as an agent would.
+pub struct Canary {
+    stop: PathBuf,
+    child: tokio::process::Child,
+}
+
+/// What a canary measured.
+pub struct CanaryFigures(serde_json::Value);
+
+impl Canary {
+    /// Starts one and waits until it runs.
+    pub async fn start(dir: &Path, args: &[&str]) -> Self {
+        let stop = dir.join(format!("canary-{}-stop", args.first().unwrap_or(&"")));
+        let child = tokio::process::Command::new("python3")
+            .arg(super::manifest_dir().join("tests/adversarial/canary.py"))
+            .arg(&stop)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("python3: {e}"));
+        let mut ready = stop.clone().into_os_string();
+        ready.push(".ready");
+        let ready = PathBuf::from(ready);
+        ptyhub_test_support::wait_until("the canary runs", || async {
+            ready.exists().then_some(())
+        })
+        .await;
+        Self { stop, child }
     }
-    let at = ((values.len() - 1) as f64 * p).round() as usize;
-    values[at.min(values.len() - 1)]
+
+    /// Stops it and reads its figures.
+    pub async fn finish(self) -> CanaryFigures {
+        std::fs::write(&self.stop, b"").unwrap_or_else(|e| panic!("{e}"));
+        let output = self
+            .child
+            .wait_with_output()
+            .await
+            .unwrap_or_else(|e| panic!("the canary: {e}"));
+        assert!(output.status.success(), "the canary failed: {output:?}");
+        CanaryFigures(
+            serde_json::from_slice(&output.stdout)
+                .unwrap_or_else(|e| panic!("the canary's figures ({e}): {output:?}")),
+        )
+    }
+}
+
+impl CanaryFigures {
+    /// `n, p50 / p99 / max ms, slowest at s, [[at s, ms] of each over 100 ms]`.
+    pub fn summary(&self) -> String {
+        let ms = |key: &str| self.0[key].as_f64().unwrap_or(0.0);
+        format!(
+            "{}, {:.1} / {:.1} / {:.1}, {:.1}, {}",
+            self.0["n"],
+            ms("p50"),
+            ms("p99"),
+            ms("max"),
+            ms("slowest_at"),
+            self.0["over_100_ms"]
+        )
+    }
 }
