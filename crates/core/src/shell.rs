@@ -296,8 +296,9 @@ PS1='$(printf "\033]133;D;%s;k=%s\007\033]133;A;k=%s\007" "$?" "$__ptyhub_k" "$_
 
 // Which shell a terminal runs.
 
-/// The shell to run: the one asked for (on `PATH` or absolute), else the user's login shell,
-/// else `bash`, else `sh`.
+/// The shell to run: the one asked for (on `PATH` or absolute), else the user's login shell
+/// (unless it only refuses logins, as a service account's `nologin` does), else `bash`, else
+/// `sh`.
 pub fn resolve_shell(shell: Option<&str>) -> Result<String, crate::error::TerminalError> {
     if let Some(shell) = shell {
         return find_program(shell).ok_or_else(|| {
@@ -307,6 +308,7 @@ pub fn resolve_shell(shell: Option<&str>) -> Result<String, crate::error::Termin
         });
     }
     login_shell()
+        .filter(|s| !refuses_logins(s))
         .and_then(|s| find_program(&s))
         .or_else(|| find_program("bash"))
         .or_else(|| find_program("sh"))
@@ -338,6 +340,16 @@ fn find_program(name: &str) -> Option<String> {
         .map(|p| p.to_string_lossy().into_owned())
 }
 
+/// Whether a login shell is one that only refuses the login (a service account's):
+/// `nologin`, `false`, `true`, `sync` or `shutdown`, wherever they live.
+fn refuses_logins(shell: &str) -> bool {
+    let name = shell.rsplit('/').next().unwrap_or(shell);
+    matches!(
+        name,
+        "nologin" | "false" | "true" | "sync" | "shutdown" | "halt"
+    )
+}
+
 fn login_shell() -> Option<String> {
     let uid = rustix::process::getuid().as_raw().to_string();
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
@@ -351,6 +363,14 @@ fn login_shell() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_login_shell_that_refuses_logins_is_no_terminals_shell() {
+        assert!(refuses_logins("/usr/sbin/nologin"));
+        assert!(refuses_logins("/bin/false"));
+        assert!(!refuses_logins("/bin/bash"));
+        assert!(!refuses_logins("/usr/bin/zsh"));
+    }
 
     #[test]
     fn kinds_follow_the_program_name() {

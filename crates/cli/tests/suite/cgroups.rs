@@ -430,3 +430,197 @@ async fn a_tmux_terminals_server_and_pane_are_in_its_cgroup_and_its_close_remove
     let alive: Vec<u32> = inside.into_iter().filter(|&pid| is_alive(pid)).collect();
     assert!(alive.is_empty(), "still running after the close: {alive:?}");
 }
+
+/// A cgroup v2 directory made for one test and delegated to an account, removed (with
+/// anything still in it) when dropped.
+struct Delegated {
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        fn remove(dir: &Path) {
+            let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                for entry in entries.flatten() {
+                    if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        remove(&entry.path());
+                    }
+                }
+            }
+            for _ in 0..200 {
+                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        remove(&self.dir);
+    }
+}
+
+/// Where the cgroup v2 tree is mounted, from `/proc/self/mountinfo`.
+fn cgroup2_mount() -> Option<std::path::PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mounts.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        after
+            .starts_with("cgroup2 ")
+            .then(|| before.split(' ').nth(4).map(std::path::PathBuf::from))?
+    })
+}
+
+/// A server that is not root, started in a cgroup v2 subtree delegated to its account (what
+/// systemd's `Delegate=yes` or a container runtime gives), puts each terminal in a cgroup of
+/// its own under that subtree: membership, the process count and the close's kill work
+/// through cgroup v2 alone, and a limit it cannot write is refused with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_is_not_root_uses_the_cgroup_subtree_delegated_to_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let skip = |why: &str| {
+        #[allow(clippy::print_stderr, reason = "a skipped test says why")]
+        {
+            eprintln!(
+                "SKIPPED a_server_that_is_not_root_uses_the_cgroup_subtree_delegated_to_it: {why}"
+            );
+        }
+    };
+    let is_root = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+    };
+    if !is_root {
+        return skip("delegating a subtree to another account needs root");
+    }
+    let Some(unified) = cgroup2_mount() else {
+        return skip("no cgroup v2 tree is mounted");
+    };
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return skip("no setpriv (util-linux)");
+    }
+    // The account: nobody. The delegation is what a delegating manager does: the directory
+    // and its cgroup.procs, cgroup.subtree_control and cgroup.threads belong to the account.
+    let account = 65534;
+    let delegated = Delegated {
+        dir: unified.join(format!("ptyhub-test-delegated-{}", std::process::id())),
+    };
+    std::fs::create_dir(&delegated.dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
+    for file in [
+        "",
+        "cgroup.procs",
+        "cgroup.subtree_control",
+        "cgroup.threads",
+    ] {
+        std::os::unix::fs::chown(delegated.dir.join(file), Some(account), Some(account))
+            .unwrap_or_else(|e| panic!("chown {file}: {e}"));
+    }
+    // The binary where the account can run it, and a start that moves into the subtree and
+    // then leaves root for the account, as a service manager starts a delegated service.
+    let bin = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let exe = bin.path().join("ptyhub");
+    std::fs::copy(env!("CARGO_BIN_EXE_ptyhub"), &exe).unwrap_or_else(|e| panic!("copy: {e}"));
+    let start = bin.path().join("serve-delegated");
+    std::fs::write(
+        &start,
+        format!(
+            "#!/bin/sh\nset -e\necho $$ > '{procs}'\nprev=\nfor arg in \"$@\"; do\n  \
+             [ \"$prev\" = --state-dir ] && chown -R {account}:{account} \"$arg\"\n  prev=$arg\n\
+             done\nchown -R {account}:{account} \"$XDG_RUNTIME_DIR\" \"$HOME\"\n\
+             export SHELL=/bin/bash\n\
+             exec setpriv --reuid={account} --regid={account} --clear-groups '{exe}' \"$@\"\n",
+            procs = delegated.dir.join("cgroup.procs").display(),
+            exe = exe.display(),
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&start, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let hub = Ptyhub::start_with(&start.to_string_lossy(), &[]);
+    let server = hub.server_pid().unwrap_or_else(|| panic!("no server pid"));
+    assert_eq!(
+        procs(&delegated.dir.to_string_lossy()),
+        [server],
+        "the server runs in the delegated subtree"
+    );
+    let client = hub.http();
+
+    let backends = get(&client, "/v2/backends").await;
+    let cgroups = data(&backends)["cgroups"].clone();
+    assert_eq!(cgroups["status"], "ready", "{cgroups}");
+    let base = cgroups["path"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        base.starts_with(&*delegated.dir.to_string_lossy()),
+        "the terminals' cgroups go under the delegated subtree: {cgroups}"
+    );
+    report(&format!("delegated cgroups: {cgroups}"));
+
+    let id = create(&client, json!({ "id": "delegated" })).await;
+    let ran = exec(
+        &client,
+        &id,
+        "id -u; cat /proc/self/cgroup | grep '^0::'; sleep 4747 &",
+    )
+    .await;
+    let output = ran["output"].as_str().unwrap_or_default().to_owned();
+    let cgroup = info(&client, &id).await["cgroup"].clone();
+    let path = cgroup["path"].as_str().unwrap_or_default().to_owned();
+    assert!(path.starts_with(&base), "{cgroup}");
+    assert!(
+        output.starts_with(&format!("{account}\n")),
+        "the shell runs as the account: {ran}"
+    );
+    let relative = path
+        .trim_start_matches(&*unified.to_string_lossy())
+        .to_owned();
+    assert!(
+        output.contains(&format!("0::{relative}")),
+        "the shell is in its terminal's cgroup {relative}: {ran}"
+    );
+    let members = wait_until("the background sleep joins the cgroup", || async {
+        let members = procs(&path);
+        (members.len() >= 2).then_some(members)
+    })
+    .await;
+    assert!(
+        info(&client, &id).await["cgroup"]["processes"].as_u64() >= Some(2),
+        "{cgroup}"
+    );
+
+    // A limit needs a controller the account cannot write here: refused, with the reason.
+    let limited = post(
+        &client,
+        "/v2/pty/sessions",
+        json!({ "id": "limited", "limits": { "pids_max": 64 } }),
+    )
+    .await;
+    if cgroups["pids"].is_null() {
+        assert_eq!(limited.status, 400, "{}", limited.body);
+        assert_eq!(
+            limited.body["error"]["code"], "INVALID_INPUT",
+            "{}",
+            limited.body
+        );
+        assert!(hub.terminal_dir("limited").is_none(), "nothing was created");
+    } else {
+        assert_eq!(limited.status, 200, "{}", limited.body);
+        close(&client, "limited").await;
+    }
+
+    // Closing kills the terminal's cgroup and removes it.
+    close(&client, &id).await;
+    wait_until("every process of the terminal is gone", || async {
+        members.iter().all(|&pid| !is_alive(pid)).then_some(())
+    })
+    .await;
+    wait_until("the terminal's cgroup is removed", || async {
+        (!Path::new(&path).exists()).then_some(())
+    })
+    .await;
+    drop(hub);
+}
