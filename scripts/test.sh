@@ -3,13 +3,16 @@
 # real bash, dash and zsh; tmux drives `attach` and `watch`; headless Chromium drives the web
 # page; asciinema plays an export; bubblewrap and debootstrap run the rootfs backend, whose
 # Debian root the tests provision once per machine into $HOME/.cache/ptyhub-test-rootfs, or
-# PTYHUB_TEST_ROOTFS_DIR). Installs the programs and the browser test's npm packages when they
-# are missing.
+# PTYHUB_TEST_ROOTFS_DIR; nginx routes to three servers in the scale-out test, whose manifests
+# kubernetes-validate checks; man renders the generated man page). Installs the programs and
+# the browser test's npm packages when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-for program in bash dash zsh setsid tmux less top python3 openssl curl asciinema bwrap debootstrap; do
+for program in bash dash zsh setsid tmux less top python3 openssl curl asciinema bwrap debootstrap \
+  nginx man groff; do
+  [ "$program" = nginx ] && [ -x /usr/sbin/nginx ] && continue
   command -v "$program" >/dev/null || missing+=("$program")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -20,6 +23,8 @@ if [ ${#missing[@]} -gt 0 ]; then
         setsid) packages+=(util-linux) ;;
         top) packages+=(procps) ;;
         bwrap) packages+=(bubblewrap) ;;
+        man) packages+=(man-db) ;;
+        groff) packages+=(groff-base) ;;
         *) packages+=("$program") ;;
       esac
     done
@@ -50,6 +55,12 @@ fi
 # A client generated from it with openapi-python-client makes real calls in the tests.
 if ! command -v openapi-python-client >/dev/null; then
   python3 -m pip install -q --disable-pip-version-check openapi-python-client==0.29.1
+fi
+
+# The scale-out test validates deploy/ offline: the Kubernetes schemas (kubernetes-validate),
+# the Sandbox's schema (jsonschema) and the YAML itself (pyyaml).
+if ! python3 -c 'import kubernetes_validate, jsonschema, yaml' 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check kubernetes-validate==1.37.0 jsonschema pyyaml
 fi
 
 # Headless Chromium drives the web terminal in the tests, through playwright-core from npm.

@@ -12,6 +12,7 @@ mod export;
 mod live;
 mod mcp;
 mod paths;
+mod reference;
 mod terminal_cmd;
 
 use std::net::SocketAddr;
@@ -40,7 +41,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 #[derive(Parser)]
 #[command(
     name = "ptyhub",
-    version,
+    // The package version and the commit it was built from (build.rs).
+    version = env!("PTYHUB_VERSION"),
     about = "Persistent terminals for AI agents and the people who watch them"
 )]
 struct Cli {
@@ -67,6 +69,10 @@ enum Command {
     Backend(backend_cmd::BackendCommand),
     /// Serve MCP on stdio, bridged to the local server (started if none runs).
     Mcp(McpArgs),
+    /// Print a shell completion script (bash, zsh or fish) on stdout.
+    Completions(reference::CompletionsArgs),
+    /// Print the man page (roff) on stdout, e.g. `ptyhub man | man -l -`.
+    Man,
     /// Internal: the per-terminal holder process.
     #[command(hide = true)]
     Holder,
@@ -171,6 +177,10 @@ struct ServeArgs {
     /// cross the network in clear); for a trusted network or a TLS proxy in front.
     #[arg(long, env = "PTYHUB_ALLOW_PLAIN_HTTP")]
     allow_plain_http: bool,
+    /// Seconds between the server's pings on every WebSocket, at least 1: under the idle
+    /// timeout of any proxy in front (docs/scale-out.md). [default: 20]
+    #[arg(long, env = "PTYHUB_WS_PING_SECS")]
+    ws_ping_secs: Option<u64>,
 }
 
 /// Connections the local socket serves at once.
@@ -246,6 +256,8 @@ fn main() -> std::process::ExitCode {
                     .await
                     .map(|()| 0)
             }
+            Command::Completions(args) => reference::completions::<Cli>(&args),
+            Command::Man => reference::man::<Cli>(),
             Command::Holder => Ok(0),
         }
     });
@@ -440,6 +452,11 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
         mcp_wait_cap: mcp_wait_cap(args.mcp_wait_cap_secs),
         tls: tls.clone(),
         allow_plain_http: args.allow_plain_http,
+        ws_ping_every: args
+            .ws_ping_secs
+            .map_or(ptyhub_server::ws::PING_EVERY_DEFAULT, |secs| {
+                Duration::from_secs(secs.max(1))
+            }),
     })
     .await
     .with_context(|| format!("cannot listen on {} and {}", listen, socket_path.display()))?;

@@ -48,6 +48,8 @@ pub struct AppState {
     pub logins: Arc<login::Logins>,
     /// Tokens of the configuration file, each for one owner with some capabilities.
     pub grants: Arc<[auth::Grant]>,
+    /// How often every WebSocket client is pinged ([`ws::PING_EVERY_DEFAULT`] by default).
+    pub ws_ping_every: std::time::Duration,
 }
 
 /// What the server needs to start.
@@ -68,6 +70,8 @@ pub struct ServerConfig {
     pub tls: Option<tls::TlsFiles>,
     /// Plain HTTP on an address beyond loopback is meant ([`tls::check_listen`]).
     pub allow_plain_http: bool,
+    /// How often every WebSocket client is pinged ([`ws::PING_EVERY_DEFAULT`] by default).
+    pub ws_ping_every: std::time::Duration,
 }
 
 /// A bound server: both listeners are open, so the addresses can be announced before serving.
@@ -120,6 +124,7 @@ impl Server {
                 },
                 logins: Arc::new(login::Logins::new(local_addr.port())),
                 grants: config.grants.into(),
+                ws_ping_every: config.ws_ping_every,
             },
             tcp_limits: config.tcp_limits,
             unix_limits: config.unix_limits,

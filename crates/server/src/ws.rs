@@ -34,8 +34,10 @@ mod writer;
 
 /// Largest frame or message a client may send.
 const CLIENT_MESSAGE_MAX_BYTES: usize = 1024 * 1024;
-/// The server pings a quiet client this often…
-const KEEPALIVE_EVERY: Duration = Duration::from_secs(30);
+/// The server pings every client this often by default (`--ws-ping-secs`): under the 30 s
+/// and 60 s idle timeouts that proxies and load balancers commonly apply, so a quiet
+/// connection through one stays open on both of its legs (docs/scale-out.md)…
+pub const PING_EVERY_DEFAULT: Duration = Duration::from_secs(20);
 /// …and drops one it has heard nothing from (not even a pong) for this long, so a vanished
 /// client cannot hold a terminal's relay slot or keep it from being idle.
 const CLIENT_SILENCE_MAX: Duration = Duration::from_secs(90);
@@ -131,6 +133,7 @@ struct Admission {
     transport: LiveTransport,
     options: ConnectOptions,
     resize_refusal: Option<ApiError>,
+    ping_every: Duration,
 }
 
 /// Checks made before the upgrade, answered as HTTP errors: the request itself is wrong (its
@@ -150,6 +153,7 @@ fn admit(
         transport,
         options,
         resize_refusal: principal.allow(Operation::Resize).err(),
+        ping_every: state.ws_ping_every,
     })
 }
 
@@ -268,6 +272,7 @@ fn open(
         transport,
         options,
         resize_refusal,
+        ping_every,
     } = admission;
     let mode = options.mode;
     upgrade(ws).on_upgrade(move |socket| async move {
@@ -281,6 +286,7 @@ fn open(
                     mode,
                     transport,
                     resize_refusal,
+                    ping_every,
                 };
                 serve(socket, connection, ready, &session, &preface).await;
             }
@@ -332,6 +338,8 @@ struct Session {
     mode: LiveMode,
     transport: LiveTransport,
     resize_refusal: Option<ApiError>,
+    /// How often the server pings the client.
+    ping_every: Duration,
 }
 
 async fn serve(
@@ -444,8 +452,8 @@ struct Live<'a> {
 
 impl Live<'_> {
     async fn run(&mut self, writer: &mut tokio::task::JoinHandle<()>) -> Ended {
-        let mut keepalive =
-            tokio::time::interval_at(Instant::now() + KEEPALIVE_EVERY, KEEPALIVE_EVERY);
+        let ping_every = self.session.ping_every;
+        let mut keepalive = tokio::time::interval_at(Instant::now() + ping_every, ping_every);
         let mut heard_at = Instant::now();
         // Room for one batch of output, taken before the frames that fill it.
         let mut permit: Option<mpsc::OwnedPermit<writer::Batch>> = None;

@@ -146,7 +146,15 @@ impl Ptyhub {
 
     fn launch(&mut self) {
         let mut command = Command::new(&self.exe);
-        command.args(["serve", "--listen", "127.0.0.1:0"]);
+        command.arg("serve");
+        // Port 0 unless the test names its own address (kept across restarts).
+        if !self
+            .serve_args
+            .iter()
+            .any(|arg| arg == "--listen" || arg.starts_with("--listen="))
+        {
+            command.args(["--listen", "127.0.0.1:0"]);
+        }
         if !self.is_token_in_env_only {
             command.args(["--token", &self.token]);
         }
@@ -238,7 +246,8 @@ impl Ptyhub {
         child.wait().ok()
     }
 
-    /// Starts the server again on the same state dir (a new port).
+    /// Starts the server again on the same state dir (a new port, unless the test named one
+    /// with `--listen`).
     pub fn restart(&mut self) {
         self.kill_server();
         self.launch();
