@@ -120,6 +120,11 @@ pub struct GuestMeta {
     pub network: Network,
     /// Every host directory bound into the sandbox besides the root.
     pub binds: Vec<GuestBind>,
+    /// The host directory of the terminal's writable layer over the root (an overlay's
+    /// `upper`, `work` and `merged`: `crate::holder::root_layer`); absent, the root is
+    /// read-only (a server that is not root, or a terminal made before layers existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<String>,
 }
 
 /// One host directory bound into a sandbox.
@@ -149,6 +154,7 @@ impl GuestMeta {
             workspace: self.workspace.as_ref().map(ToString::to_string),
             network: self.network,
             guest_cwd: self.guest_cwd.clone(),
+            writable_root: self.layer.is_some(),
         }
     }
 }

@@ -144,6 +144,11 @@ pub struct GuestInfo {
     pub network: Network,
     /// The directory the shell started in, as the shell sees it.
     pub guest_cwd: String,
+    /// Whether the root takes writes (into the terminal's own layer, removed once its
+    /// processes are gone; the shared root is never written). False on a server that is not
+    /// root.
+    #[serde(default)]
+    pub writable_root: bool,
 }
 
 /// One workspace of an owner (`GET /v2/workspaces`).

@@ -222,6 +222,12 @@ async fn a_rootfs_terminal_runs_its_shell_in_the_debian_root_and_closing_leaves_
         processes_with_arg("4343").is_empty().then_some(())
     })
     .await;
+    // The shell's next prompt ends the command (until then an exec is `BUSY`).
+    wait_until("the interrupted command ended", || async {
+        let info = data(&get(&client, "/v2/pty/sessions/box").await).clone();
+        info["running_command"].is_null().then_some(())
+    })
+    .await;
 
     // Closing ends every process, bwrap and what runs in the background inside included.
     exec(&client, &id, "sleep 4344 &").await;
@@ -337,6 +343,114 @@ async fn a_rootfs_terminal_resizes_with_sigwinch_inside_and_a_person_attaches_to
         (json!(100), json!(30))
     );
     close(&client, &id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_root_takes_writes_into_the_terminals_own_layer_which_goes_with_it() {
+    let Some(hub) = ready_hub().await else {
+        return;
+    };
+    if !is_root() {
+        #[allow(clippy::print_stderr, reason = "a skipped test says why")]
+        {
+            eprintln!("skipping: a writable root needs a server that runs as root");
+        }
+        return;
+    }
+    let client = hub.http();
+    let writer = create(&client, json!({ "id": "writer", "backend": "rootfs" })).await;
+    let other = create(&client, json!({ "id": "other", "backend": "rootfs" })).await;
+    let info = data(&get(&client, "/v2/pty/sessions/writer").await).clone();
+    assert_eq!(info["rootfs"]["writable_root"], true, "{info}");
+
+    // Writes anywhere in the root, as a package install makes them.
+    let wrote = exec(
+        &client,
+        &writer,
+        "echo mine > /usr/local/bin/only-here && chmod +x /usr/local/bin/only-here && \
+         mkdir -p /opt/tool && touch /etc/written && rm /etc/issue && cat /usr/local/bin/only-here",
+    )
+    .await;
+    assert_eq!(wrote["exit_code"], 0, "{wrote}");
+    assert_eq!(wrote["output"], "mine", "{wrote}");
+    // apt downloads as root (no capabilities to switch to its own account), and the
+    // directories under the layer look as the root's do.
+    let apt = exec(
+        &client,
+        &writer,
+        "apt-config dump APT::Sandbox::User; stat -c %a /etc /etc/apt /etc/apt/apt.conf.d",
+    )
+    .await;
+    assert_eq!(
+        apt["output"], "APT::Sandbox::User \"root\";\n755\n755\n755",
+        "{apt}"
+    );
+
+    // A real package install from the Debian mirror, as an agent does.
+    let installed = post(
+        &client,
+        &format!("/v2/pty/sessions/{writer}/exec"),
+        json!({
+            // apt polls the keyboard while it downloads (raw mode, no echo), which is a
+            // program reading its input; a script's apt reads nothing.
+            "command": "apt-get update -qq </dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq </dev/null >/dev/null 2>&1; echo '{\"a\":41}' | jq -c '.a + 1'",
+            "timeout": 600,
+        }),
+    )
+    .await;
+    assert_eq!(installed.status, 200, "{}", installed.body);
+    let output = data(&installed)["output"].as_str().unwrap_or_default();
+    if output.ends_with("42") {
+        let other_jq = exec(&client, &other, "command -v jq || echo no-jq").await;
+        assert_eq!(other_jq["output"], "no-jq", "{other_jq}");
+    } else {
+        assert!(
+            output.contains("Temporary failure resolving") || output.contains("Could not"),
+            "the install failed: {}",
+            installed.body
+        );
+        #[allow(clippy::print_stderr, reason = "a skipped part says why")]
+        {
+            eprintln!("skipping the apt-get install: the Debian mirror cannot be reached");
+        }
+    }
+
+    // Another terminal sees the shared root as it was, and so does the host.
+    let looked = exec(
+        &client,
+        &other,
+        "ls /usr/local/bin/only-here /etc/written; cat /etc/issue >/dev/null && echo issue-kept",
+    )
+    .await;
+    let output = looked["output"].as_str().unwrap_or_default();
+    for missing in ["/usr/local/bin/only-here", "/etc/written"] {
+        assert!(
+            output.contains(&format!("cannot access '{missing}'")),
+            "{looked}"
+        );
+    }
+    assert!(output.contains("issue-kept"), "{looked}");
+    let tree = PathBuf::from(
+        meta_of(&hub, "writer")["rootfs"]["tree"]
+            .as_str()
+            .unwrap_or_default(),
+    );
+    assert!(!tree.join("usr/local/bin/only-here").exists());
+    assert!(!tree.join("etc/written").exists());
+    assert!(tree.join("etc/issue").exists());
+
+    // The layer goes once the terminal's processes are gone.
+    let layer = meta_of(&hub, "writer")["rootfs"]["layer"]
+        .as_str()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no layer in meta.json"));
+    assert!(layer.join("upper/usr/local/bin/only-here").exists());
+    close(&client, &writer).await;
+    wait_until("the writer's layer is removed", || async {
+        (!layer.exists()).then_some(())
+    })
+    .await;
+    close(&client, &other).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -211,7 +211,14 @@ impl Backend for RootfsBackend {
 pub fn bwrap_args(guest: &GuestMeta, is_root: bool) -> Vec<String> {
     let mut args: Vec<String> = Vec::new();
     let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_owned()));
-    push(&["--ro-bind", &guest.tree, "/"]);
+    match &guest.layer {
+        // The overlay the holder's child mounted (the shared root under the terminal's layer).
+        Some(layer) => {
+            let merged = Path::new(layer).join(crate::holder::root_layer::MERGED);
+            push(&["--bind", &merged.to_string_lossy(), "/"]);
+        }
+        None => push(&["--ro-bind", &guest.tree, "/"]),
+    }
     push(&["--dev", "/dev", "--proc", "/proc"]);
     push(&["--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]);
     for bind in &guest.binds {
@@ -333,6 +340,7 @@ mod tests {
             workspace: None,
             guest_cwd: "/workspace".to_owned(),
             network,
+            layer: None,
             binds: vec![GuestBind {
                 host: "/s/homes/0".to_owned(),
                 guest: GUEST_HOME.to_owned(),

@@ -12,6 +12,7 @@ use super::{CreateSpec, GuestPlan};
 use crate::backend::Backend;
 use crate::backend::rootfs::{GUEST_HOME, GUEST_RUN_DIR, GUEST_WORKSPACE};
 use crate::error::TerminalError;
+use crate::holder::root_layer::{MERGED, UPPER, WORK};
 use crate::registry::RegistryConfig;
 use crate::shell::{self, ShellLaunch};
 use crate::state_dir::{self, GuestBind, GuestMeta};
@@ -21,6 +22,8 @@ use crate::workspace::Workspaces;
 const OWN_WORKSPACE_DIR: &str = "workspace";
 /// The directory of a terminal's shell integration, in its terminal directory.
 const GUEST_RUN_HOST_DIR: &str = "guest-run";
+/// The directory of a terminal's writable layer over the root, in its terminal directory.
+const ROOT_LAYER_DIR: &str = "root-layer";
 /// The directory of the state dir that holds each owner's persistent sandbox home.
 pub const HOMES_DIR: &str = "homes";
 
@@ -118,6 +121,18 @@ impl GuestPlan {
         // What an earlier instance left (its integration removes its files once read).
         let _ = std::fs::remove_dir_all(&run);
         state_dir::create_private_dir(&run).map_err(|e| cannot(&run, e))?;
+        // A writable root needs a mount namespace and an overlay, which only root may make.
+        let layer = if rustix::process::geteuid().is_root() {
+            let layer = terminal_dir.join(ROOT_LAYER_DIR);
+            for part in [UPPER, WORK, MERGED] {
+                let dir = layer.join(part);
+                state_dir::create_private_dir(&dir).map_err(|e| cannot(&dir, e))?;
+            }
+            seed_layer(&layer.join(UPPER)).map_err(|e| cannot(&layer, e))?;
+            Some(layer.to_string_lossy().into_owned())
+        } else {
+            None
+        };
         let home = config.state_dir.root().join(HOMES_DIR).join(owner);
         let bind = |host: &Path, guest: &str| GuestBind {
             host: host.to_string_lossy().into_owned(),
@@ -129,6 +144,7 @@ impl GuestPlan {
             workspace: self.workspace.clone(),
             guest_cwd: self.cwd.clone(),
             network: self.network,
+            layer,
             binds: vec![
                 bind(&workspace, GUEST_WORKSPACE),
                 bind(&home, GUEST_HOME),
@@ -136,6 +152,35 @@ impl GuestPlan {
             ],
         })
     }
+}
+
+/// apt's setting for a sandbox, in a new layer: root inside has no capabilities, so apt may
+/// not switch to its `_apt` account to download; it downloads as root instead.
+const APT_SANDBOX_CONF: (&str, &str) = (
+    "etc/apt/apt.conf.d/00ptyhub-sandbox",
+    "// Written by ptyhub: the sandbox's root has no capabilities to switch accounts.\nAPT::Sandbox::User \"root\";\n",
+);
+
+/// Puts what every writable root starts with into its upper layer (directories as the root
+/// has them, so the overlay shows them unchanged).
+fn seed_layer(upper: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let (path, text) = APT_SANDBOX_CONF;
+    let mut dir = upper.to_path_buf();
+    let parts: Vec<_> = Path::new(path).components().collect();
+    let Some((name, dirs)) = parts.split_last() else {
+        return Ok(());
+    };
+    for part in dirs {
+        dir.push(part);
+        if !dir.is_dir() {
+            std::fs::create_dir(&dir)?;
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let file = dir.join(name);
+    std::fs::write(&file, text)?;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644))
 }
 
 /// A directory inside the sandbox as `cwd` names it: absolute, without `.` or `..`, under

@@ -363,6 +363,10 @@ impl Holder {
         if let Some(record) = self.meta.cgroup.as_mut() {
             cgroup::tree::teardown(record);
         }
+        // So does a sandbox's writable layer: no process is left to see it.
+        if let Some(guest) = &self.spec.sandbox {
+            super::root_layer::remove(guest);
+        }
         let (exit_code, signal) = self.child_status.unwrap_or((None, None));
         self.log.append(EventKind::Exit { exit_code, signal });
         self.meta.state = TerminalState::Exited;

@@ -29,6 +29,7 @@ mod event_loop;
 pub mod launch;
 mod log_writer;
 mod pty;
+pub mod root_layer;
 
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;

@@ -110,6 +110,11 @@ pub fn spawn(
     let cgroup_fds = cgroup
         .map(crate::cgroup::tree::Joiner::raw_fds)
         .unwrap_or_default();
+    // A sandbox's writable root, mounted by the child in a mount namespace of its own.
+    let root_layer = match &spec.sandbox {
+        Some(guest) => super::root_layer::RootLayer::of(guest)?,
+        None => None,
+    };
     if let Some(user) = &spec.user {
         // The terminal is the account's own (its programs open `/dev/tty`), and the program
         // runs as it: std switches groups (dropping the supplementary ones) and then the user
@@ -144,6 +149,9 @@ pub fn spawn(
             }
             reset_signals();
             crate::cgroup::tree::Joiner::join_self(&cgroup_fds)?;
+            if let Some(layer) = &root_layer {
+                layer.mount_in_child()?;
+            }
             // Mark, do not close: std's exec-error pipe must survive until exec.
             libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
             Ok(())
