@@ -451,6 +451,28 @@ async fn the_root_takes_writes_into_the_terminals_own_layer_which_goes_with_it()
     })
     .await;
     close(&client, &other).await;
+
+    // A holder killed with SIGKILL cannot remove it: the close that ends what it left does.
+    let killed = create(&client, json!({ "id": "killed", "backend": "rootfs" })).await;
+    exec(&client, &killed, "touch /etc/killed-was-here").await;
+    let meta = meta_of(&hub, "killed");
+    let layer = PathBuf::from(meta["rootfs"]["layer"].as_str().unwrap_or_default());
+    assert!(layer.join("upper/etc/killed-was-here").exists());
+    let holder = meta["holder_pid"]
+        .as_u64()
+        .and_then(|p| u32::try_from(p).ok())
+        .unwrap_or_else(|| panic!("no holder_pid in {meta}"));
+    ptyhub_test_support::kill_9(holder);
+    wait_until("the server sees the holder gone", || async {
+        let info = data(&get(&client, "/v2/pty/sessions/killed").await).clone();
+        (info["state"] != "running").then_some(())
+    })
+    .await;
+    close(&client, &killed).await;
+    wait_until("the killed holder's layer is removed", || async {
+        (!layer.exists()).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -101,8 +101,15 @@ impl Backend for NativeBackend {
 
     fn end_orphans(&self, meta: &TerminalMeta) {
         // A live holder ends its own tree (on close, or when its program exits).
-        if live_holder(&self.launcher.exe, meta).is_none() {
+        if !self.holder_lives(meta) {
             self.kill(meta);
         }
+    }
+}
+
+impl NativeBackend {
+    /// Whether the terminal's holder still runs.
+    pub(super) fn holder_lives(&self, meta: &TerminalMeta) -> bool {
+        live_holder(&self.launcher.exe, meta).is_some()
     }
 }

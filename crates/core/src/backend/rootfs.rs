@@ -203,7 +203,13 @@ impl Backend for RootfsBackend {
     }
 
     fn end_orphans(&self, meta: &TerminalMeta) {
+        let is_orphaned = !self.native.holder_lives(meta);
         self.native.end_orphans(meta);
+        // A holder that died could not remove the writable layer once its processes were
+        // gone; they are now. A live holder removes it itself.
+        if is_orphaned && let Some(guest) = &meta.rootfs {
+            crate::holder::root_layer::remove(guest);
+        }
     }
 }
 
