@@ -216,6 +216,12 @@ fn main() -> std::process::ExitCode {
     // The server runs on every core; a client (one request, or one live connection that
     // only moves bytes) is cheaper on one thread — a hundred `terminal watch` processes add
     // up.
+    if matches!(cli.command, Command::Serve(_)) {
+        // Before the runtime's threads exist, so they inherit it.
+        for refused in ptyhub_core::process::raise_server_priority() {
+            tracing::debug!(%refused, "the server runs at the priority it was given");
+        }
+    }
     let mut builder = match cli.command {
         Command::Serve(_) => tokio::runtime::Builder::new_multi_thread(),
         _ => tokio::runtime::Builder::new_current_thread(),

@@ -400,6 +400,49 @@ pub const SIGNALS: [(&str, Signal); 10] = [
 ];
 
 /// Sends `signal` to `pid`, best-effort (a vanished process is not an error worth reporting).
+/// The nice value the server takes where it may (root, or `CAP_SYS_NICE`).
+pub const SERVER_NICE: i32 = -10;
+
+/// Puts the server ahead of the terminals it serves under contention, best effort: nice
+/// [`SERVER_NICE`] for the calling thread (the threads it starts afterwards inherit it) and,
+/// where the kernel groups processes by session (autogroup) and the session is the server's
+/// own, for its group, which is where nice counts across sessions. Each terminal is a session, a group of equal weight, so
+/// without it twenty terminals printing at full speed left the server a twenty-first of the
+/// CPU, and an idle terminal's exec took seconds (adversarial L1). The terminals' programs run
+/// at the normal priority (the holder resets it). Says what it could not do; a server that is
+/// not privileged runs as it is.
+pub fn raise_server_priority() -> Vec<String> {
+    let mut refused = Vec::new();
+    // SAFETY: a plain system call on the calling thread.
+    #[allow(
+        unsafe_code,
+        reason = "setpriority has no safe spelling in std or rustix"
+    )]
+    let set = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, SERVER_NICE) };
+    if set < 0 {
+        refused.push(format!(
+            "nice {SERVER_NICE}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let autogroup = std::path::Path::new("/proc/self/autogroup");
+    // The group is the session's: changed only when the session is the server's own (a
+    // service, or `setsid ptyhub serve`), never the shell's that started it.
+    let is_leader = rustix::process::getsid(None).ok() == Some(rustix::process::getpid());
+    if autogroup.exists() {
+        if !is_leader {
+            refused.push(
+                "the session group: the server does not lead its session (start it with \
+                 setsid, or as a service)"
+                    .to_owned(),
+            );
+        } else if let Err(error) = fs::write(autogroup, SERVER_NICE.to_string()) {
+            refused.push(format!("the session group's nice {SERVER_NICE}: {error}"));
+        }
+    }
+    refused
+}
+
 pub fn kill(pid: u32, signal: Signal) {
     if let Some(pid) = i32::try_from(pid)
         .ok()

@@ -147,6 +147,20 @@ impl Ptyhub {
     fn launch(&mut self) {
         let mut command = Command::new(&self.exe);
         command.arg("serve");
+        // In a session of its own, as a service runs (and as the server then takes its
+        // scheduler group's priority: docs/backends.md#priority).
+        #[allow(
+            unsafe_code,
+            reason = "setsid between fork and exec has no safe spelling"
+        )]
+        // SAFETY: one async-signal-safe system call between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                rustix::process::setsid()
+                    .map(|_| ())
+                    .map_err(std::io::Error::from)
+            });
+        }
         // Port 0 unless the test names its own address (kept across restarts).
         if !self
             .serve_args

@@ -69,6 +69,7 @@ pub(super) fn spawn_control(
     unsafe {
         cmd.pre_exec(move || {
             super::pty::reset_signals();
+            super::pty::normal_priority();
             crate::cgroup::tree::Joiner::join_self(&cgroup_fds)
         });
     }

@@ -98,6 +98,22 @@ pub(super) fn reset_signals() {
     }
 }
 
+/// Gives the child the normal priority, best effort: the server (and the holder it starts)
+/// may run above it ([`crate::process::raise_server_priority`]), and the terminal's programs
+/// are the work it serves, not part of it. Makes only async-signal-safe calls: for
+/// `pre_exec`, after `setsid` (a new session is a new scheduler group, at the normal
+/// priority).
+#[allow(
+    unsafe_code,
+    reason = "setpriority between fork and exec, where std has nothing to offer"
+)]
+pub(super) fn normal_priority() {
+    // SAFETY: a plain system call on the calling process.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 0);
+    }
+}
+
 /// Starts the spec's program on `slave` and returns its pid. Consumes the slave descriptor.
 pub fn spawn(
     spec: &HolderSpec,
@@ -148,6 +164,7 @@ pub fn spawn(
                 return Err(io::Error::last_os_error());
             }
             reset_signals();
+            normal_priority();
             crate::cgroup::tree::Joiner::join_self(&cgroup_fds)?;
             if let Some(layer) = &root_layer {
                 layer.mount_in_child()?;
