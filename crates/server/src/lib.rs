@@ -13,6 +13,7 @@ pub mod listener;
 pub mod login;
 pub mod mcp;
 pub mod mcp_http;
+pub mod stopping;
 pub mod stream;
 pub mod tls;
 pub mod v1;
@@ -48,6 +49,8 @@ pub struct AppState {
     pub logins: Arc<login::Logins>,
     /// Tokens of the configuration file, each for one owner with some capabilities.
     pub grants: Arc<[auth::Grant]>,
+    /// The server's stop, which every WebSocket and event stream hears ([`stopping`]).
+    pub stopping: stopping::Stopping,
 }
 
 /// What the server needs to start.
@@ -120,6 +123,7 @@ impl Server {
                 },
                 logins: Arc::new(login::Logins::new(local_addr.port())),
                 grants: config.grants.into(),
+                stopping: stopping::Stopping::default(),
             },
             tcp_limits: config.tcp_limits,
             unix_limits: config.unix_limits,
@@ -157,8 +161,17 @@ impl Server {
             .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
     }
 
-    /// Serves until `shutdown` is cancelled. Terminals keep running afterwards.
+    /// Serves until `shutdown` is cancelled, then tells every live connection why
+    /// ([`stopping`]) and waits for them. Terminals keep running afterwards.
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
+        let stopping = self.state.stopping.clone();
+        let stop_told = {
+            let shutdown = shutdown.clone();
+            async move {
+                shutdown.cancelled().await;
+                stopping.stop().await;
+            }
+        };
         let tcp_app = self
             .router(
                 self.data_routes()
@@ -198,7 +211,7 @@ impl Server {
             listener::OnExhausted::Serve,
             shutdown,
         );
-        tokio::join!(tcp, unix);
+        tokio::join!(tcp, unix, stop_told);
         let _ = std::fs::remove_file(&self.socket_path);
         Ok(())
     }

@@ -244,6 +244,17 @@ impl Ptyhub {
         self.launch();
     }
 
+    /// Starts the server again on the same state dir (a new port) after
+    /// [`Ptyhub::stop_server`], from the binary at `exe` when given (another build of ptyhub:
+    /// the CLI and the cleanup use it from then on).
+    pub fn start_again(&mut self, exe: Option<&Path>) {
+        self.kill_server();
+        if let Some(exe) = exe {
+            self.exe = exe.to_path_buf();
+        }
+        self.launch();
+    }
+
     /// Runs `ptyhub <args>` as a CLI client over the local socket.
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
         Command::new(&self.exe)

@@ -27,6 +27,7 @@ mod timeline;
 mod tls;
 mod tmux;
 mod trust;
+mod upgrade;
 mod users;
 mod v1_sdk;
 mod web;
