@@ -487,3 +487,83 @@ async fn holders_of_an_older_build_are_adopted_by_this_one() {
     })
     .await;
 }
+
+/// The Chromium the browser tests drive, or `None` (the test is skipped and says so).
+#[allow(
+    clippy::print_stderr,
+    reason = "a skipped test says so in the test output"
+)]
+fn chromium() -> Option<String> {
+    let chromium =
+        std::env::var("PTYHUB_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    if !Path::new(&chromium).exists() {
+        eprintln!("SKIPPED: no Chromium at {chromium}; ./scripts/test.sh installs it");
+        return None;
+    }
+    Some(chromium)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_page_shows_why_and_resumes_across_a_restart_in_chromium() {
+    use tokio::io::AsyncBufReadExt;
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let web = manifest_dir().join("tests/web");
+    assert!(
+        web.join("node_modules/playwright-core").is_dir(),
+        "playwright-core is not installed: run `npm ci` in {} (./scripts/test.sh does)",
+        web.display()
+    );
+    let mut hub = start();
+    // The page reconnects to the address it was loaded from.
+    hub.keep_port();
+    let mut script = tokio::process::Command::new("node")
+        .arg(web.join("restart.test.mjs"))
+        .current_dir(&web)
+        .env("PTYHUB_URL", format!("http://{}", hub.addr))
+        .env("PTYHUB_WEB_URL", &hub.web_url)
+        .env("PTYHUB_TOKEN", &hub.token)
+        .env("PTYHUB_CHROMIUM", chromium)
+        .env(
+            "PTYHUB_TIMEOUT_MS",
+            default_timeout().as_millis().to_string(),
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run node: {e}"));
+    let stdout = script.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let mut said = String::new();
+    loop {
+        let line = tokio::time::timeout(default_timeout() * 2, lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("the script never asked for the restart: {said}"))
+            .unwrap_or_else(|e| panic!("read: {e}"));
+        let Some(line) = line else { break };
+        said.push_str(&line);
+        said.push('\n');
+        if line == "RESTART" {
+            let status = hub.stop_server();
+            assert!(status.is_some_and(|s| s.success()), "{status:?}");
+            hub.start_again(None);
+            let mut stdin = script.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+            stdin
+                .write_all(b"RESTARTED\n")
+                .await
+                .unwrap_or_else(|e| panic!("write: {e}"));
+        }
+    }
+    let output = tokio::time::timeout(default_timeout() * 2, script.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("the script did not end"))
+        .unwrap_or_else(|e| panic!("node: {e}"));
+    assert!(
+        output.status.success() && said.contains("OK"),
+        "restart.test.mjs failed\nstdout: {said}\nstderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
