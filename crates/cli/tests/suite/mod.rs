@@ -23,6 +23,7 @@ mod rotation;
 mod send;
 mod send_truth;
 mod storage;
+mod systemd;
 mod timeline;
 mod tls;
 mod tmux;
