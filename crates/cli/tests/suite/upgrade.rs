@@ -567,3 +567,42 @@ async fn the_web_page_shows_why_and_resumes_across_a_restart_in_chromium() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holders_of_this_build_are_adopted_by_an_older_one() {
+    let Some(old) = old_build() else {
+        return;
+    };
+    // This build's holders speak versions 1 and 2; an older server offers 1 alone, and gets it.
+    let mut hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    exec(&client, &id, "export KEPT=$((20 + 1))").await;
+    let before = replayed_output(&client, &id).await;
+    let holder = hub.holder_pids()[0];
+    let status = hub.stop_server();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    hub.start_again(Some(&old));
+    let client = hub.http();
+    let after = exec(&client, &id, "echo kept-$KEPT").await;
+    assert_eq!(after["output"], "kept-21");
+    let replay = replayed_output(&client, &id).await;
+    assert!(
+        replay.starts_with(&before),
+        "the history is whole under the older server"
+    );
+    assert_eq!(hub.holder_pids(), vec![holder], "the same holder");
+    let closed = client
+        .send(
+            ptyhub_client::Method::DELETE,
+            &format!("/v2/pty/sessions/{id}"),
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("close: {e}"));
+    assert_eq!(closed.status, 200, "{}", closed.body);
+    wait_until("the holder ended", || async {
+        (!is_alive(holder)).then_some(())
+    })
+    .await;
+}
