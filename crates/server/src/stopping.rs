@@ -31,19 +31,6 @@ impl Stopping {
         self.token.cancelled().await;
     }
 
-    /// Whether the server stops.
-    pub fn is_stopping(&self) -> bool {
-        self.token.is_cancelled()
-    }
-
-    /// Runs `task` (a live connection) as one the server waits for when it stops.
-    pub fn spawn<F>(&self, task: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.tasks.spawn(task);
-    }
-
     /// Wraps `future` (a live connection the HTTP layer drives) as one the server waits for.
     pub fn track<F: Future>(&self, future: F) -> TrackedFuture<F> {
         self.tasks.track_future(future)
