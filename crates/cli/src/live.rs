@@ -331,13 +331,14 @@ pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
                             }
                         }
                     }
-                    Some(Ok(LiveMessage::Text(text))) => {
-                        if let Some(ServerFrame::ServerStopping { reason, seq }) = parse_frame(text.as_str()) {
+                    Some(Ok(LiveMessage::Text(text))) => match parse_frame(text.as_str()) {
+                        Some(ServerFrame::ServerStopping { reason, seq }) => {
                             stopping = Some((reason, seq));
-                        } else if let Some(outcome) = control_frame(text.as_str()) {
-                            break outcome;
                         }
-                    }
+                        _ => if let Some(outcome) = control_frame(text.as_str()) {
+                            break outcome;
+                        },
+                    },
                     Some(Ok(LiveMessage::Close(_))) | None => {
                         match stopping.take() {
                             Some((reason, seq)) => break Outcome::Stopped(reason, seq),
@@ -377,15 +378,24 @@ pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
             break 'session outcome;
         };
         // The server stopped and said why: say it, and resume exactly where it stopped once a
-        // server answers again (the detach key still works meanwhile).
+        // server answers again. The detach key still works meanwhile; other keys wait and are
+        // sent once connected again.
         eprint!("\r\n[ptyhub: {reason}; reconnecting]\r\n");
         let path = live_path(&args, seq.map(|seq| seq.0).or(args.since_seq));
+        let mut typed_meanwhile = Vec::new();
         let reopened = loop {
             tokio::select! {
                 reopened = reopen(client, &path) => break Some(reopened),
                 read = keys.received.recv(), if is_stdin_open => match read {
-                    Some(typed) if typed.contains(&args.detach_key) => break None,
-                    Some(_) => {}
+                    Some(typed) => {
+                        let detach_at = typed.iter().position(|&b| {
+                            b == args.detach_key || (args.is_watch && b == 0x03)
+                        });
+                        typed_meanwhile.extend_from_slice(&typed[..detach_at.unwrap_or(typed.len())]);
+                        if detach_at.is_some() {
+                            break None;
+                        }
+                    }
                     None => is_stdin_open = false,
                 },
             }
@@ -396,10 +406,13 @@ pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
             Some(Ok((new_sink, new_stream))) => {
                 (sink, stream) = (new_sink, new_stream);
                 eprint!("[ptyhub: {mode} {} again]\r\n", args.terminal);
-                if !args.is_watch
-                    && let Some((cols, rows)) = local_size()
-                {
-                    let _ = sink.send(resize_frame(cols, rows)).await;
+                if !args.is_watch {
+                    if let Some((cols, rows)) = local_size() {
+                        let _ = sink.send(resize_frame(cols, rows)).await;
+                    }
+                    if !typed_meanwhile.is_empty() {
+                        let _ = sink.send(LiveMessage::Binary(typed_meanwhile.into())).await;
+                    }
                 }
             }
         }

@@ -314,8 +314,12 @@ async fn attach_says_why_and_resumes_byte_exact_across_a_restart() {
 /// and such a holder answers each `hello` with that version; nothing else of it differs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_of_a_protocol_the_server_does_not_speak_is_reported_and_left_running() {
-    let mut hub =
-        Ptyhub::start_with_env(ptyhub_exe(), &[], &[("PTYHUB_TEST_HOLDER_PROTOCOL", "99")]);
+    // One live terminal at most: room for another is never made by closing this one.
+    let mut hub = Ptyhub::start_with_env(
+        ptyhub_exe(),
+        &["--max-terminals", "1"],
+        &[("PTYHUB_TEST_HOLDER_PROTOCOL", "99")],
+    );
     let client = hub.http();
     let id = create(&client, json!({})).await;
     let reason = "holder protocol v99 not supported, server speaks 1..2";
@@ -344,6 +348,14 @@ async fn a_holder_of_a_protocol_the_server_does_not_speak_is_reported_and_left_r
         "running",
         "meta.json stays the holder's"
     );
+    let no_room = post(&client, "/v2/pty/sessions", json!({ "id": "another" })).await;
+    assert!(
+        no_room.body.to_string().contains("LIMIT_EXCEEDED"),
+        "{}: {}",
+        no_room.status,
+        no_room.body
+    );
+    assert!(is_alive(holder), "not closed to make room");
 
     // A restarted server says the same and ends nothing either.
     hub.start_again(None);
