@@ -433,7 +433,18 @@ async fn holders_of_an_older_build_are_adopted_by_this_one() {
     )
     .await;
     assert_eq!(first["output"], "from-old-42\n1998\n1999\n2000");
-    let old_replay = replayed_output(&client, &id).await;
+    // The history as the older server replays it, once the prompt after the command is back
+    // (the answer to exec may come before the prompt's bytes).
+    let old_replay = wait_until("the older server replays the whole log", || async {
+        let replay = replayed_output(&client, &id).await;
+        let text = String::from_utf8_lossy(&replay);
+        let is_prompt_back = text
+            .rsplit("2000\r\n")
+            .next()
+            .is_some_and(|after| after.contains("\x1b]133;A"));
+        (is_prompt_back && replay == logged_output(&hub, &id)).then_some(replay)
+    })
+    .await;
     let holder = hub.holder_pids()[0];
     let mark = hub.metas()[0]["process_mark"]
         .as_str()
