@@ -7,6 +7,12 @@
 //! the local terminal's answers to queries ever reach the program. `attach` forwards every
 //! key but the detach key, and keeps the terminal's size equal to the local one.
 //!
+//! A server that stops (a restart, an upgrade) says why and up to which `seq` this client has
+//! every byte (docs/websocket.md, `server_stopping`): the reason is printed on stderr, and the
+//! session reconnects with `since_seq` (raw mode, keys and screen stay as they are), so the
+//! output continues exactly where it stopped. A connection that is lost without that word
+//! ends the session as before.
+//!
 //! Keys and output move on their own threads: a local terminal (or pipe) that takes output
 //! slowly, or not at all, holds back only the output (the connection is then read no
 //! further, and the server holds the rest), never the keys, so ^C and the detach key always
@@ -19,9 +25,11 @@ use std::os::fd::AsFd;
 
 use std::os::fd::OwnedFd;
 
+use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use ptyhub_client::{Client, ClientError, LiveMessage};
+use ptyhub_client::{Client, ClientError, LiveMessage, LiveSocket};
 use ptyhub_protocol::error::ErrorCode;
+use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::live::{ClientFrame, ServerFrame};
 use rustix::event::{EventfdFlags, PollFd, PollFlags};
 use rustix::termios::{self, OptionalActions, Termios};
@@ -213,25 +221,35 @@ pub struct LiveArgs {
     pub since_seq: Option<u64>,
 }
 
-/// Runs a live session; returns the exit status for the shell.
-pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
+type LiveSink = SplitSink<LiveSocket, LiveMessage>;
+type LiveStream = SplitStream<LiveSocket>;
+
+/// How long a session waits for a stopped server to come back, and how often it tries.
+const RECONNECT_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+const RECONNECT_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The connection's path: a replay from `since_seq` when given, else the restore.
+fn live_path(args: &LiveArgs, since_seq: Option<u64>) -> String {
     let mode = if args.is_watch { "watch" } else { "attach" };
-    let replay = match args.since_seq {
+    let replay = match since_seq {
         Some(seq) => format!("since_seq={seq}"),
         None => format!("restore=true&replay_bytes={}", args.replay_bytes),
     };
-    let path = format!(
+    format!(
         "/v2/pty/sessions/{}/ws?mode={mode}&protocol=binary&{replay}",
         args.terminal
-    );
-    let socket = client.websocket(&path).await?;
-    let (mut sink, mut stream) = socket.split();
-    // The first frame says whether the terminal took us (`ready`) or why not (`error`); only
-    // then does the local terminal change.
+    )
+}
+
+/// Connects and waits for `ready`: the first frame says whether the terminal took us or why
+/// not (`error`).
+async fn open(client: &Client, path: &str) -> Result<(LiveSink, LiveStream), ClientError> {
+    let socket = client.websocket(path).await?;
+    let (sink, mut stream) = socket.split();
     loop {
         match stream.next().await {
             Some(Ok(LiveMessage::Text(text))) => match parse_frame(text.as_str()) {
-                Some(ServerFrame::Ready { .. }) => break,
+                Some(ServerFrame::Ready { .. }) => return Ok((sink, stream)),
                 Some(frame @ ServerFrame::Error { .. }) => {
                     if let Some(error) = frame.as_error() {
                         return Err(ClientError::Api(error));
@@ -248,6 +266,31 @@ pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
             }
         }
     }
+}
+
+/// Connects again after the server stopped, until one answers or [`RECONNECT_FOR`] passes; a
+/// refusal by the terminal itself (it is gone, say) ends the wait at once.
+async fn reopen(client: &Client, path: &str) -> Result<(LiveSink, LiveStream), String> {
+    let deadline = tokio::time::Instant::now() + RECONNECT_FOR;
+    loop {
+        match open(client, path).await {
+            Ok(opened) => return Ok(opened),
+            Err(ClientError::Api(error)) => {
+                return Err(format!("{}: {}", error.code, error.message));
+            }
+            Err(error) if tokio::time::Instant::now() >= deadline => {
+                return Err(format!("the server did not come back: {error}"));
+            }
+            Err(_) => tokio::time::sleep(RECONNECT_EVERY).await,
+        }
+    }
+}
+
+/// Runs a live session; returns the exit status for the shell.
+pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
+    let mode = if args.is_watch { "watch" } else { "attach" };
+    // Only once the terminal took us does the local terminal change.
+    let (mut sink, mut stream) = open(client, &live_path(&args, args.since_seq)).await?;
     let raw = RawMode::enter();
     let key_name = detach_key_name(args.detach_key);
     eprint!(
@@ -268,58 +311,110 @@ pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
     let mut is_stdin_open = true;
     // Output the screen thread has no room for yet: the connection waits until it has.
     let mut held: Option<Vec<u8>> = None;
-    let outcome = loop {
-        tokio::select! {
-            permit = screen.queue.reserve(), if held.is_some() => match permit {
-                Ok(permit) => permit.send(held.take().unwrap_or_default()),
-                Err(_) => break Outcome::Ended("the local output closed".to_owned(), 1),
-            },
-            _ = screen.done.recv() => {
-                break Outcome::Ended("the local output closed".to_owned(), 1);
-            }
-            message = stream.next(), if held.is_none() => match message {
-                Some(Ok(LiveMessage::Binary(bytes))) => {
-                    match screen.queue.try_send(bytes.to_vec()) {
-                        Ok(()) => {}
-                        Err(mpsc::error::TrySendError::Full(bytes)) => held = Some(bytes),
-                        Err(mpsc::error::TrySendError::Closed(_)) => {
-                            break Outcome::Ended("the local output closed".to_owned(), 1);
+    // What the server said when it stopped: why, and up to where this client has every byte.
+    let mut stopping: Option<(String, Option<Seq>)> = None;
+    let outcome = 'session: loop {
+        let outcome = loop {
+            tokio::select! {
+                permit = screen.queue.reserve(), if held.is_some() => match permit {
+                    Ok(permit) => permit.send(held.take().unwrap_or_default()),
+                    Err(_) => break Outcome::Ended("the local output closed".to_owned(), 1),
+                },
+                _ = screen.done.recv() => {
+                    break Outcome::Ended("the local output closed".to_owned(), 1);
+                }
+                message = stream.next(), if held.is_none() => match message {
+                    Some(Ok(LiveMessage::Binary(bytes))) => {
+                        match screen.queue.try_send(bytes.to_vec()) {
+                            Ok(()) => {}
+                            Err(mpsc::error::TrySendError::Full(bytes)) => held = Some(bytes),
+                            Err(mpsc::error::TrySendError::Closed(_)) => {
+                                break Outcome::Ended("the local output closed".to_owned(), 1);
+                            }
                         }
                     }
-                }
-                Some(Ok(LiveMessage::Text(text))) => {
-                    if let Some(outcome) = control_frame(text.as_str()) {
-                        break outcome;
+                    Some(Ok(LiveMessage::Text(text))) => match parse_frame(text.as_str()) {
+                        Some(ServerFrame::ServerStopping { reason, seq }) => {
+                            stopping = Some((reason, seq));
+                        }
+                        _ => if let Some(outcome) = control_frame(text.as_str()) {
+                            break outcome;
+                        },
+                    },
+                    Some(Ok(LiveMessage::Close(_))) | None => {
+                        match stopping.take() {
+                            Some((reason, seq)) => break Outcome::Stopped(reason, seq),
+                            None => break Outcome::Ended("the connection closed".to_owned(), 1),
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(error)) => break Outcome::Ended(format!("connection lost: {error}"), 1),
+                },
+                read = keys.received.recv(), if is_stdin_open => match read {
+                    None => {
+                        // No more keys (stdin is not a terminal or was closed): watch on.
+                        is_stdin_open = false;
+                    }
+                    Some(typed) => {
+                        let n = typed.len();
+                        let detach_at = typed.iter().position(|&b| {
+                            b == args.detach_key || (args.is_watch && b == 0x03)
+                        });
+                        let forward = &typed[..detach_at.unwrap_or(n)];
+                        if !args.is_watch && !forward.is_empty() {
+                            let _ = sink.send(LiveMessage::Binary(forward.to_vec().into())).await;
+                        }
+                        if detach_at.is_some() {
+                            break Outcome::Detached;
+                        }
+                    }
+                },
+                _ = winch.recv() => {
+                    if !args.is_watch && let Some((cols, rows)) = local_size() {
+                        let _ = sink.send(resize_frame(cols, rows)).await;
                     }
                 }
-                Some(Ok(LiveMessage::Close(_))) | None => {
-                    break Outcome::Ended("the connection closed".to_owned(), 1);
-                }
-                Some(Ok(_)) => {}
-                Some(Err(error)) => break Outcome::Ended(format!("connection lost: {error}"), 1),
-            },
-            read = keys.received.recv(), if is_stdin_open => match read {
-                None => {
-                    // No more keys (stdin is not a terminal or was closed): watch on.
-                    is_stdin_open = false;
-                }
-                Some(typed) => {
-                    let n = typed.len();
-                    let detach_at = typed.iter().position(|&b| {
-                        b == args.detach_key || (args.is_watch && b == 0x03)
-                    });
-                    let forward = &typed[..detach_at.unwrap_or(n)];
-                    if !args.is_watch && !forward.is_empty() {
-                        let _ = sink.send(LiveMessage::Binary(forward.to_vec().into())).await;
+            }
+        };
+        let Outcome::Stopped(reason, seq) = outcome else {
+            break 'session outcome;
+        };
+        // The server stopped and said why: say it, and resume exactly where it stopped once a
+        // server answers again. The detach key still works meanwhile; other keys wait and are
+        // sent once connected again.
+        eprint!("\r\n[ptyhub: {reason}; reconnecting]\r\n");
+        let path = live_path(&args, seq.map(|seq| seq.0).or(args.since_seq));
+        let mut typed_meanwhile = Vec::new();
+        let reopened = loop {
+            tokio::select! {
+                reopened = reopen(client, &path) => break Some(reopened),
+                read = keys.received.recv(), if is_stdin_open => match read {
+                    Some(typed) => {
+                        let detach_at = typed.iter().position(|&b| {
+                            b == args.detach_key || (args.is_watch && b == 0x03)
+                        });
+                        typed_meanwhile.extend_from_slice(&typed[..detach_at.unwrap_or(typed.len())]);
+                        if detach_at.is_some() {
+                            break None;
+                        }
                     }
-                    if detach_at.is_some() {
-                        break Outcome::Detached;
+                    None => is_stdin_open = false,
+                },
+            }
+        };
+        match reopened {
+            None => break 'session Outcome::Detached,
+            Some(Err(why)) => break 'session Outcome::Ended(why, 1),
+            Some(Ok((new_sink, new_stream))) => {
+                (sink, stream) = (new_sink, new_stream);
+                eprint!("[ptyhub: {mode} {} again]\r\n", args.terminal);
+                if !args.is_watch {
+                    if let Some((cols, rows)) = local_size() {
+                        let _ = sink.send(resize_frame(cols, rows)).await;
                     }
-                }
-            },
-            _ = winch.recv() => {
-                if !args.is_watch && let Some((cols, rows)) = local_size() {
-                    let _ = sink.send(resize_frame(cols, rows)).await;
+                    if !typed_meanwhile.is_empty() {
+                        let _ = sink.send(LiveMessage::Binary(typed_meanwhile.into())).await;
+                    }
                 }
             }
         }
@@ -350,6 +445,11 @@ pub async fn run(client: &Client, args: LiveArgs) -> Result<i32, ClientError> {
             eprintln!("\n[ptyhub: {why}]");
             status
         }
+        // A stop is followed by a reconnect above, so it never ends a session by itself.
+        Outcome::Stopped(why, _) => {
+            eprintln!("\n[ptyhub: {why}]");
+            1
+        }
     })
 }
 
@@ -357,6 +457,8 @@ enum Outcome {
     Detached,
     Exited(i32),
     Ended(String, i32),
+    /// The server stopped, saying why and up to where this client has every byte.
+    Stopped(String, Option<Seq>),
 }
 
 /// A JSON frame from the server; `None` for one this client does not know.

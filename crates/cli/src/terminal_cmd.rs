@@ -127,6 +127,9 @@ pub enum TerminalCommand {
         /// How much recent output to replay so the screen repaints (262144 … 10485760).
         #[arg(long, default_value_t = 262_144)]
         replay_bytes: usize,
+        /// Replay exactly the output after this event seq instead of the recent history.
+        #[arg(long)]
+        since_seq: Option<u64>,
     },
     /// End the terminal's processes (its history stays).
     Kill {
@@ -385,13 +388,14 @@ async fn dispatch(client: &Client, command: TerminalCommand) -> Result<i32, Clie
             terminal,
             detach_key,
             replay_bytes,
+            since_seq,
         } => {
             let args = crate::live::LiveArgs {
                 terminal,
                 is_watch: false,
                 detach_key,
                 replay_bytes,
-                since_seq: None,
+                since_seq,
             };
             crate::live::run(client, args).await
         }

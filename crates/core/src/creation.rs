@@ -273,6 +273,7 @@ impl Plan {
             tmux: None,
             user: user.cloned(),
             sandbox: guest,
+            protocol_claim: None,
         };
         if let Err(error) = backend.launch(&holder_spec).await {
             for file in &launch.files {

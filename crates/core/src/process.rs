@@ -178,6 +178,17 @@ pub fn exe(pid: u32) -> Option<PathBuf> {
     ))
 }
 
+/// The arguments a process was started with (`/proc/<pid>/cmdline`), the program first.
+pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        raw.split(|&b| b == 0)
+            .filter(|arg| !arg.is_empty())
+            .map(|arg| String::from_utf8_lossy(arg).into_owned())
+            .collect(),
+    )
+}
+
 /// One process of this user, as [`members_of`] sees it.
 #[derive(Clone, Copy, Debug)]
 struct Member {

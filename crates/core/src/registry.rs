@@ -263,12 +263,14 @@ impl Registry {
         };
         candidates.sort_by_key(|c| c.0);
         for (_, owner, id, handle) in candidates {
-            // A live connection (a person watching, an agent's relay) keeps a terminal.
+            // A live connection (a person watching, an agent's relay) keeps a terminal; so
+            // does a host this server cannot speak to (closing would end processes it never
+            // followed).
             let is_busy = handle.live_connections() > 0
                 || handle
                     .info()
                     .await
-                    .is_ok_and(|info| info.running_command.is_some());
+                    .is_ok_and(|info| info.running_command.is_some() || info.host_error.is_some());
             if !is_busy {
                 tracing::info!(%id, "closing the least recently used terminal to make room");
                 return self.close(&owner, id.as_str()).await.map(|_| ());
@@ -295,10 +297,11 @@ impl Registry {
         let mut closed = 0;
         for (owner, id, handle) in candidates {
             // A running command is work in progress, and a terminal someone is connected to
-            // is in use: neither is idle.
+            // is in use: neither is idle. A host this server cannot speak to is not its to end.
             let is_in_use = handle.live_connections() > 0
                 || handle.info().await.is_ok_and(|info| {
                     info.running_command.is_some()
+                        || info.host_error.is_some()
                         || now.saturating_sub(info.last_activity) < limit.as_secs()
                 });
             if !is_in_use && self.close(&owner, id.as_str()).await.is_ok() {

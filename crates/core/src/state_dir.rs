@@ -188,6 +188,8 @@ impl TerminalMeta {
             backend: self.backend,
             tmux: self.tmux.clone(),
             storage_error: None,
+            holder_protocol: None,
+            host_error: None,
             retention: self.retention,
             cgroup: self.cgroup.as_ref().map(crate::cgroup::CgroupRecord::info),
             lease: None,

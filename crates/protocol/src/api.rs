@@ -410,6 +410,15 @@ pub struct TerminalInfo {
     /// can; absent while the log takes every append (docs/storage.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_error: Option<String>,
+    /// The holder protocol version its host speaks with this server (docs/storage.md);
+    /// absent while no host is connected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder_protocol: Option<u32>,
+    /// Why this server does not follow a host that still runs (`state` is then `error`): its
+    /// holder speaks no protocol version this server does. The terminal's processes keep
+    /// running and a server that speaks its version adopts it (docs/operations.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_error: Option<String>,
     /// What a `rootfs` terminal runs in (its workspace, network); absent on other backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rootfs: Option<crate::rootfs::GuestInfo>,

@@ -6,17 +6,39 @@
 //! reader that remembers the last `seq` it applied never misses or repeats a byte.
 //!
 //! Flow at a glance:
-//! 1. the server connects and sends `hello` with its version; the holder answers `hello`;
+//! 1. the server connects and sends `hello` with the range of versions it speaks; the holder
+//!    answers `hello` with the version it picked (see *Versions* below);
 //! 2. the server sends `subscribe { after_seq }` and reads event lines forever;
 //! 3. at any time the server sends `input`, `resize`, `signal`, `note`, `status` or
 //!    `terminate`.
+//!
+//! Versions (docs/storage.md#holder-protocol-versions): a server speaks every version from
+//! [`HOLDER_PROTOCOL_MIN`] to [`HOLDER_PROTOCOL_VERSION`]. Its `hello` says `version` (the
+//! oldest it speaks: the one field a holder of version 1 reads, which refuses any other
+//! value) and `max_version`. A holder picks the newest version both speak and answers it; a
+//! holder that shares none answers its own newest, and the server reports the terminal
+//! instead of following it (it never ends it). Version 1 holders answer `1` to every server
+//! that sends `version: 1`.
 
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, Seq};
 
-/// Bumped on any incompatible change. A holder refuses a server of another major version.
-pub const HOLDER_PROTOCOL_VERSION: u32 = 1;
+/// The newest version of the protocol this build speaks. Bumped on any change a peer must
+/// know about; version 2 added the negotiated `hello` (`max_version`, a picked answer).
+pub const HOLDER_PROTOCOL_VERSION: u32 = 2;
+
+/// The oldest version this build still speaks: a server follows holders of every version from
+/// here to [`HOLDER_PROTOCOL_VERSION`], and a holder answers every server whose range reaches
+/// one of them.
+pub const HOLDER_PROTOCOL_MIN: u32 = 1;
+
+/// The version a holder speaks with a server that offers `offered_min..=offered_max`, when it
+/// speaks `own_min..=own_max` itself: the newest both know, or `None` when they share none.
+pub fn pick_version(offered_min: u32, offered_max: u32, own_min: u32, own_max: u32) -> Option<u32> {
+    let picked = offered_max.min(own_max);
+    (picked >= offered_min.max(own_min)).then_some(picked)
+}
 
 /// Longest line either side accepts, so a confused peer cannot make the other allocate without
 /// bound. Input chunks are split by the sender to stay well below it.
@@ -26,11 +48,16 @@ pub const HOLDER_LINE_MAX_BYTES: usize = 8 * 1024 * 1024;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum HolderRequest {
-    /// The first request on a connection: the server's protocol version. The holder answers
-    /// [`HolderMessage::Hello`], or an `error` when the versions differ.
+    /// The first request on a connection: the versions the server speaks. The holder answers
+    /// [`HolderMessage::Hello`] with the one it picked (a holder of version 1 answers `error`
+    /// unless `version` is 1).
     Hello {
-        /// The server's [`HOLDER_PROTOCOL_VERSION`].
+        /// The oldest version the server speaks ([`HOLDER_PROTOCOL_MIN`]).
         version: u32,
+        /// The newest version the server speaks ([`HOLDER_PROTOCOL_VERSION`]); absent from a
+        /// server of version 1, which speaks `version` alone.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_version: Option<u32>,
     },
     /// Stream every kept event with `seq > after_seq` (from the oldest kept one if `after_seq`
     /// is older), then live events, until the connection ends.
@@ -94,7 +121,8 @@ pub enum HolderRequest {
 pub enum HolderMessage {
     /// The answer to `hello`.
     Hello {
-        /// The holder's [`HOLDER_PROTOCOL_VERSION`].
+        /// The version the holder picked from the server's range, which both then speak; the
+        /// holder's own newest when they share none (the server then stops there).
         version: u32,
         /// The holder's process id.
         holder_pid: u32,
@@ -252,5 +280,36 @@ mod tests {
             hello,
             HolderLine::Message(HolderMessage::Hello { .. })
         ));
+    }
+
+    #[test]
+    fn a_server_of_version_1_and_a_holder_of_version_1_read_the_new_hello() {
+        // What a server of version 1 sends is still read, as a range of one version.
+        let old: HolderRequest =
+            serde_json::from_str(r#"{"op":"hello","version":1}"#).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            old,
+            HolderRequest::Hello {
+                version: 1,
+                max_version: None
+            }
+        );
+        // What this server sends keeps `version: 1`, the field a holder of version 1 checks;
+        // the field it does not know is ignored by its reader (no `deny_unknown_fields`).
+        let new = HolderRequest::Hello {
+            version: HOLDER_PROTOCOL_MIN,
+            max_version: Some(HOLDER_PROTOCOL_VERSION),
+        };
+        let line = serde_json::to_string(&new).unwrap_or_default();
+        assert_eq!(line, r#"{"op":"hello","version":1,"max_version":2}"#);
+    }
+
+    #[test]
+    fn the_newest_shared_version_is_picked() {
+        assert_eq!(pick_version(1, 2, 1, 2), Some(2));
+        assert_eq!(pick_version(1, 1, 1, 2), Some(1));
+        assert_eq!(pick_version(1, 3, 1, 2), Some(2));
+        assert_eq!(pick_version(3, 4, 1, 2), None);
+        assert_eq!(pick_version(1, 2, 5, 7), None);
     }
 }

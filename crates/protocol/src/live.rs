@@ -137,6 +137,16 @@ pub enum ServerFrame {
     },
     /// A newer durable relay took over; the connection closes after it.
     RelayReplaced,
+    /// The server stops (a restart or an upgrade; docs/operations.md): the connection closes
+    /// after it with code 1012 and the same reason. The terminal keeps running; reconnect
+    /// with `since_seq` to resume exactly.
+    ServerStopping {
+        /// Why, for people (`server restarting`).
+        reason: String,
+        /// The newest event up to which this connection was sent every output byte: the
+        /// `since_seq` to resume from; null when it was sent none (reconnect as at first).
+        seq: Option<Seq>,
+    },
     /// Who is here (docs/websocket.md#presence): sent when the connection goes live, then
     /// whenever someone joins or leaves, the keyboard changes hands, or typing starts or
     /// stops (at most a few a second).

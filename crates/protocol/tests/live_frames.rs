@@ -125,6 +125,20 @@ fn server_samples() -> Vec<(&'static str, ServerFrame)> {
         ("pong.no_timestamp", ServerFrame::Pong { timestamp: None }),
         ("relay_replaced", ServerFrame::RelayReplaced),
         (
+            "server_stopping",
+            ServerFrame::ServerStopping {
+                reason: "server restarting".to_owned(),
+                seq: Some(Seq(16)),
+            },
+        ),
+        (
+            "server_stopping.nothing_sent",
+            ServerFrame::ServerStopping {
+                reason: "server restarting".to_owned(),
+                seq: None,
+            },
+        ),
+        (
             "presence",
             ServerFrame::Presence(Presence {
                 you: 2,

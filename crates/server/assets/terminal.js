@@ -9,7 +9,9 @@
 //    arrives exactly once. If the log no longer has it (an `error` frame with
 //    `CURSOR_EXPIRED`), reset and restore.
 // 5. `exit` ends the connection for good; the connection state, `error` and `lagged` show in a
-//    small status line.
+//    small status line. A server that stops (a restart, an upgrade) says why in a
+//    `server_stopping` frame and its close (code 1012): the reason shows while the page
+//    reconnects, and after it ("resumed after: server restarting").
 // 6. "replay this command" opens the playback at the command running (or last run) at the
 //    last event shown (`/play?…&at_seq=<last seq>`).
 // 7. `presence` frames show who holds the keyboard (the input lease), who watches and who is
@@ -22,6 +24,8 @@
   const RECONNECT_MAX_MS = 8000;
   const PING_EVERY_MS = 20000;
   const PONG_WITHIN_MS = 10000;
+  // The close code of a server that stops and asks its clients to come back (RFC 6455).
+  const SERVER_RESTART_CODE = 1012;
   // Error codes that refuse a connection for good.
   const FATAL = new Set(['SESSION_NOT_FOUND', 'SESSION_NOT_RUNNING', 'PERMISSION_DENIED', 'INVALID_INPUT']);
 
@@ -51,6 +55,7 @@
   let pingTimer = null;
   let pongTimer = null;
   let presence = null; // the last `presence` frame
+  let stopReason = null; // why the server ended the last connection (it stopped), if it said
   const keyboard = document.getElementById('keyboard');
   const watchers = document.getElementById('watchers');
   const typing = document.getElementById('typing');
@@ -64,6 +69,7 @@
     get socket() { return socket; },
     get lastSeq() { return lastSeq; },
     get presence() { return presence; },
+    get stopReason() { return stopReason; },
     takeKeyboard,
     releaseKeyboard,
   };
@@ -160,8 +166,9 @@
       if (frame.type === 'error' && (!isReady || frame.code === 'CURSOR_EXPIRED')) refusal = frame;
       handle(frame);
     };
-    ws.onclose = () => {
+    ws.onclose = (event) => {
       if (ws !== socket) return; // replaced or abandoned
+      if (event && event.code === SERVER_RESTART_CODE && event.reason) stopReason = event.reason;
       socket = null;
       stopPing();
       if (!isFinished) reconnect(isReady, refusal);
@@ -172,7 +179,10 @@
     switch (frame.type) {
       case 'ready':
         attempt = 0;
-        setStatus('connected', isWatcher ? 'watching (read-only)' : 'connected');
+        {
+          const state = isWatcher ? 'watching (read-only)' : 'connected';
+          setStatus('connected', stopReason ? `${state}, resumed after: ${stopReason}` : state);
+        }
         if (isWatcher) term.resize(frame.cols, frame.rows);
         else send({ type: 'resize', cols: term.cols, rows: term.rows });
         startPing();
@@ -184,6 +194,12 @@
         break;
       case 'resize':
         if (isWatcher) term.resize(frame.cols, frame.rows);
+        break;
+      case 'server_stopping':
+        // The server says up to where this page has every byte: resume from there.
+        stopReason = frame.reason;
+        if (frame.seq !== null && (lastSeq === null || frame.seq > lastSeq)) lastSeq = frame.seq;
+        setStatus('reconnecting', `${frame.reason}: reconnecting…`);
         break;
       case 'lagged':
         setStatus('connected', 'catching up from the log…');
@@ -243,7 +259,8 @@
     if (refusal && refusal.code === 'CURSOR_EXPIRED') restoreAfresh();
     attempt += 1;
     const delay = Math.min(RECONNECT_MAX_MS, RECONNECT_FIRST_MS * 2 ** (attempt - 1));
-    setStatus('reconnecting', attempt > 1 ? `reconnecting (attempt ${attempt})…` : 'reconnecting…');
+    const again = attempt > 1 ? `reconnecting (attempt ${attempt})…` : 'reconnecting…';
+    setStatus('reconnecting', stopReason ? `${stopReason}: ${again}` : again);
     await new Promise((resolve) => setTimeout(resolve, delay * (0.8 + 0.4 * Math.random())));
     if (isFinished) return;
     const there = await terminalIsThere(wasReady);

@@ -13,6 +13,7 @@ pub mod listener;
 pub mod login;
 pub mod mcp;
 pub mod mcp_http;
+pub mod stopping;
 pub mod stream;
 pub mod tls;
 pub mod v1;
@@ -50,6 +51,8 @@ pub struct AppState {
     pub grants: Arc<[auth::Grant]>,
     /// How often every WebSocket client is pinged ([`ws::PING_EVERY_DEFAULT`] by default).
     pub ws_ping_every: std::time::Duration,
+    /// The server's stop, which every WebSocket and event stream hears ([`stopping`]).
+    pub stopping: stopping::Stopping,
 }
 
 /// What the server needs to start.
@@ -125,6 +128,7 @@ impl Server {
                 logins: Arc::new(login::Logins::new(local_addr.port())),
                 grants: config.grants.into(),
                 ws_ping_every: config.ws_ping_every,
+                stopping: stopping::Stopping::default(),
             },
             tcp_limits: config.tcp_limits,
             unix_limits: config.unix_limits,
@@ -162,8 +166,17 @@ impl Server {
             .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
     }
 
-    /// Serves until `shutdown` is cancelled. Terminals keep running afterwards.
+    /// Serves until `shutdown` is cancelled, then tells every live connection why
+    /// ([`stopping`]) and waits for them. Terminals keep running afterwards.
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
+        let stopping = self.state.stopping.clone();
+        let stop_told = {
+            let shutdown = shutdown.clone();
+            async move {
+                shutdown.cancelled().await;
+                stopping.stop().await;
+            }
+        };
         let tcp_app = self
             .router(
                 self.data_routes()
@@ -203,7 +216,7 @@ impl Server {
             listener::OnExhausted::Serve,
             shutdown,
         );
-        tokio::join!(tcp, unix);
+        tokio::join!(tcp, unix, stop_told);
         let _ = std::fs::remove_file(&self.socket_path);
         Ok(())
     }

@@ -7,7 +7,10 @@
 //!   event (its clean text, as in exec's `output`); `{"reset": true, "output"}` with the whole
 //!   text when earlier text was rewritten (a carriage-return progress line);
 //! - `result` — the same object the JSON answer would carry, once the command is no longer
-//!   running or the caller's `timeout` passed.
+//!   running or the caller's `timeout` passed;
+//! - `server_stopping` — `{"reason"}` instead of the rest, when the server stops (a restart:
+//!   the command runs on; ask for its result from the new server). Every event stream of the
+//!   server ends so ([`event_stream`]).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -21,6 +24,7 @@ use ptyhub_protocol::api::Envelope;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::stopping::{STOP_REASON, Stopping};
 use crate::wire_error::{Surface, WireError};
 
 /// Events buffered for a slow reader; the producer waits beyond it (nothing is skipped).
@@ -36,10 +40,15 @@ pub fn wants_events(headers: &HeaderMap) -> bool {
 
 /// Streams a submitted exec: its output until it ends (at once when `async`, or when the
 /// caller's `timeout` passes), then its result as exec answers it.
-pub fn exec_events(submitted: Submitted) -> Response {
+pub fn exec_events(submitted: Submitted, stopping: &Stopping) -> Response {
     let handle = submitted.handle().clone();
     let limit = submitted.wait_limit();
-    command_events(handle, limit, async move { submitted.result_now().await })
+    command_events(
+        handle,
+        limit,
+        async move { submitted.result_now().await },
+        stopping,
+    )
 }
 
 /// Streams the current command's output until it ends (or `limit` passes), then `finish`'s
@@ -48,6 +57,7 @@ pub fn command_events<R, E, F>(
     handle: TerminalHandle,
     limit: Option<Duration>,
     finish: F,
+    stopping: &Stopping,
 ) -> Response
 where
     R: Serialize + Send + 'static,
@@ -104,11 +114,29 @@ where
             .data(last.unwrap_or_default());
         let _ = tx.send(event).await;
     });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|event| (Ok::<_, Infallible>(event), rx))
-    });
+    event_stream(rx, stopping.clone())
+}
+
+/// The response of an event stream fed by `events`: until they end, or until the server
+/// stops, which ends it with a last `server_stopping` event (events still queued then are
+/// not sent: the stream's client reads what it missed from the next server).
+pub fn event_stream(events: mpsc::Receiver<Event>, stopping: Stopping) -> Response {
+    let stream = futures_util::stream::unfold(
+        (events, Some(stopping)),
+        |(mut events, stopping)| async move {
+            let stop = stopping?;
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => {
+                    let last = Event::default()
+                        .event("server_stopping")
+                        .data(serde_json::json!({ "reason": STOP_REASON }).to_string());
+                    Some((Ok::<_, Infallible>(last), (events, None)))
+                }
+                event = events.recv() => event.map(|event| (Ok(event), (events, Some(stop)))),
+            }
+        },
+    );
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()

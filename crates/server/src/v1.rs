@@ -229,7 +229,7 @@ async fn exec(
         let submitted = exec::submit(&state.registry, &principal.owner, &session_id, &options)
             .await
             .map_err(v1_error)?;
-        return Ok(crate::stream::exec_events(submitted));
+        return Ok(crate::stream::exec_events(submitted, &state.stopping));
     }
     let result = exec::run(&state.registry, &principal.owner, &session_id, &options)
         .await
@@ -270,7 +270,12 @@ async fn view(
         // Follows the running command until it ends, then the view.
         let viewed = handle.clone();
         let finish = async move { view_of(&viewed).await };
-        return Ok(crate::stream::command_events(handle, None, finish));
+        return Ok(crate::stream::command_events(
+            handle,
+            None,
+            finish,
+            &state.stopping,
+        ));
     }
     let view = view_of(&handle).await.map_err(v1_error)?;
     Ok(Json(Envelope::ok("Session viewed", view)).into_response())

@@ -182,7 +182,7 @@ async fn exec(
     let options = ExecOptions::from_params(&params)?.typed_by(principal.source());
     if crate::stream::wants_events(&headers) {
         let submitted = exec::submit(&state.registry, &principal.owner, &id, &options).await?;
-        return Ok(crate::stream::exec_events(submitted));
+        return Ok(crate::stream::exec_events(submitted, &state.stopping));
     }
     let submitted = exec::submit(&state.registry, &principal.owner, &id, &options).await?;
     let command_id = submitted.command_id();
@@ -631,6 +631,7 @@ async fn terminal_events(
         state.registry.clone(),
         principal.owner.clone(),
         query,
+        state.stopping.clone(),
     ))
 }
 

@@ -28,6 +28,7 @@ use tokio::time::Instant;
 use crate::AppState;
 use crate::auth::{Operation, Principal};
 use crate::http_error::{HttpError, QueryParams};
+use crate::stopping::{STOP_CLOSE_CODE, STOP_REASON, Stopping};
 use crate::wire_error::{Surface, WireError};
 
 mod writer;
@@ -134,6 +135,10 @@ struct Admission {
     options: ConnectOptions,
     resize_refusal: Option<ApiError>,
     ping_every: Duration,
+    stopping: Stopping,
+    /// The route's clients know ptyhub's own frames (`server_stopping` among them); the
+    /// compatible and anonymous routes get only the close that says the same.
+    announces_stop: bool,
 }
 
 /// Checks made before the upgrade, answered as HTTP errors: the request itself is wrong (its
@@ -154,6 +159,8 @@ fn admit(
         options,
         resize_refusal: principal.allow(Operation::Resize).err(),
         ping_every: state.ws_ping_every,
+        stopping: state.stopping.clone(),
+        announces_stop: presence_default,
     })
 }
 
@@ -273,34 +280,43 @@ fn open(
         options,
         resize_refusal,
         ping_every,
+        stopping,
+        announces_stop,
     } = admission;
     let mode = options.mode;
-    upgrade(ws).on_upgrade(move |socket| async move {
-        let (handle, preface) = match target.await {
-            Ok(found) => found,
-            Err(error) => return refuse(socket, error).await,
-        };
-        match handle.connect(options).await {
-            Ok((connection, ready)) => {
-                let session = Session {
-                    mode,
-                    transport,
-                    resize_refusal,
-                    ping_every,
-                };
-                serve(socket, connection, ready, &session, &preface).await;
+    let since_seq = options.since_seq;
+    let tracked = stopping.clone();
+    upgrade(ws).on_upgrade(move |socket| {
+        tracked.track(async move {
+            let (handle, preface) = match target.await {
+                Ok(found) => found,
+                Err(error) => return refuse(socket, error).await,
+            };
+            match handle.connect(options).await {
+                Ok((connection, ready)) => {
+                    let session = Session {
+                        mode,
+                        transport,
+                        resize_refusal,
+                        ping_every,
+                        stopping,
+                        announces_stop,
+                        since_seq,
+                    };
+                    serve(socket, connection, ready, &session, &preface).await;
+                }
+                Err(error) => refuse(socket, error).await,
             }
-            Err(error) => refuse(socket, error).await,
-        }
-        if let Preface::Anonymous {
-            registry,
-            owner,
-            id,
-        } = preface
-            && let Err(error) = registry.close(&owner, &id).await
-        {
-            tracing::debug!(%id, %error, "anonymous terminal already gone");
-        }
+            if let Preface::Anonymous {
+                registry,
+                owner,
+                id,
+            } = preface
+                && let Err(error) = registry.close(&owner, &id).await
+            {
+                tracing::debug!(%id, %error, "anonymous terminal already gone");
+            }
+        })
     })
 }
 
@@ -340,6 +356,10 @@ struct Session {
     resize_refusal: Option<ApiError>,
     /// How often the server pings the client.
     ping_every: Duration,
+    stopping: Stopping,
+    announces_stop: bool,
+    /// Where the client asked its replay to start: it has every output byte up to it.
+    since_seq: Option<Seq>,
 }
 
 async fn serve(
@@ -388,6 +408,7 @@ async fn serve(
         control,
         output,
         text: TextFramer::default(),
+        sent_up_to: session.since_seq,
     };
     if live.run(&mut writer).await == Ended::WriterDone {
         live.drain().await;
@@ -448,6 +469,9 @@ struct Live<'a> {
     control: mpsc::Sender<Message>,
     output: mpsc::Sender<writer::Batch>,
     text: TextFramer,
+    /// The newest `seq` up to which the client has (or is sent) every output byte: what it
+    /// resumes from with `since_seq` when the server stops.
+    sent_up_to: Option<Seq>,
 }
 
 impl Live<'_> {
@@ -463,6 +487,9 @@ impl Live<'_> {
             let flush_at = self.text.flush_at();
             tokio::select! {
                 _ = &mut *writer => return Ended::WriterDone,
+                () = self.session.stopping.cancelled(), if !is_closing => {
+                    return self.say_stopping(permit.take()).await;
+                }
                 _ = keepalive.tick() => {
                     if heard_at.elapsed() > CLIENT_SILENCE_MAX {
                         let _ = self.control.try_send(close_message(1001, "client silent"));
@@ -484,6 +511,7 @@ impl Live<'_> {
                     let Some(frame) = frame else { return Ended::Client };
                     let batch = self.batch(frame);
                     is_closing = batch.is_closing;
+                    self.sent_up_to = self.sent_up_to.max(batch.delivered);
                     if let Some(permit) = permit.take() {
                         permit.send(batch);
                     }
@@ -492,6 +520,7 @@ impl Live<'_> {
                     if let Some((message, seq)) = self.text.flush()
                         && let Some(permit) = permit.take()
                     {
+                        self.sent_up_to = self.sent_up_to.max(Some(seq));
                         let mut batch = writer::Batch {
                             delivered: Some(seq),
                             ..writer::Batch::default()
@@ -522,6 +551,37 @@ impl Live<'_> {
                 }
             }
         }
+    }
+
+    /// The server stops: queues what the text framer holds, the `server_stopping` frame (on
+    /// routes whose clients know it) and the close, after every batch already queued. Waits
+    /// for room a short while at most; a client that reads nothing is just dropped.
+    async fn say_stopping(&mut self, permit: Option<mpsc::OwnedPermit<writer::Batch>>) -> Ended {
+        let permit = match permit {
+            Some(permit) => permit,
+            None => match tokio::time::timeout(WRITER_GRACE, self.output.clone().reserve_owned())
+                .await
+            {
+                Ok(Ok(permit)) => permit,
+                _ => return Ended::Client,
+            },
+        };
+        let mut batch = writer::Batch::default();
+        if let Some((message, seq)) = self.text.flush() {
+            batch.push(message);
+            batch.delivered = Some(seq);
+            self.sent_up_to = self.sent_up_to.max(Some(seq));
+        }
+        if self.session.announces_stop {
+            batch.push(frame_message(&ServerFrame::ServerStopping {
+                reason: STOP_REASON.to_owned(),
+                seq: self.sent_up_to,
+            }));
+        }
+        batch.push(close_message(STOP_CLOSE_CODE, STOP_REASON));
+        batch.is_closing = true;
+        permit.send(batch);
+        Ended::Client
     }
 
     /// The writer is gone (the client went away, or a write failed), but what the client sent
@@ -580,6 +640,9 @@ impl Live<'_> {
                 && !self.text.is_holding()
             {
                 batch.delivered = Some(seq);
+            }
+            if let LiveFrame::Restored { seq } = next {
+                self.sent_up_to = self.sent_up_to.max(Some(seq));
             }
             if let Some(close) = close {
                 batch.push(close);

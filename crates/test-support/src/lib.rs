@@ -62,6 +62,8 @@ pub struct Ptyhub {
     is_token_in_env_only: bool,
     /// Where the server's stderr goes (appended), instead of the test's.
     log: Option<PathBuf>,
+    /// What `--listen` says: port 0 unless [`Ptyhub::keep_port`] was called.
+    listen: String,
 }
 
 impl Ptyhub {
@@ -101,6 +103,7 @@ impl Ptyhub {
             home,
             is_token_in_env_only: false,
             log: None,
+            listen: "127.0.0.1:0".to_owned(),
         };
         hub.launch();
         hub
@@ -131,6 +134,7 @@ impl Ptyhub {
             home,
             is_token_in_env_only: true,
             log: Some(log),
+            listen: "127.0.0.1:0".to_owned(),
         };
         hub.launch();
         hub
@@ -161,13 +165,13 @@ impl Ptyhub {
                     .map_err(std::io::Error::from)
             });
         }
-        // Port 0 unless the test names its own address (kept across restarts).
+        // Port 0 (or the one kept by `keep_port`) unless the test names its own address.
         if !self
             .serve_args
             .iter()
             .any(|arg| arg == "--listen" || arg.starts_with("--listen="))
         {
-            command.args(["--listen", "127.0.0.1:0"]);
+            command.args(["--listen", &self.listen]);
         }
         if !self.is_token_in_env_only {
             command.args(["--token", &self.token]);
@@ -264,6 +268,23 @@ impl Ptyhub {
     /// with `--listen`).
     pub fn restart(&mut self) {
         self.kill_server();
+        self.launch();
+    }
+
+    /// Makes every later start listen on the port the server has now, as a server restarted
+    /// by an operator does: a page that was open reconnects to the same address.
+    pub fn keep_port(&mut self) {
+        self.listen.clone_from(&self.addr);
+    }
+
+    /// Starts the server again on the same state dir (a new port unless kept) after
+    /// [`Ptyhub::stop_server`], from the binary at `exe` when given (another build of ptyhub:
+    /// the CLI and the cleanup use it from then on).
+    pub fn start_again(&mut self, exe: Option<&Path>) {
+        self.kill_server();
+        if let Some(exe) = exe {
+            self.exe = exe.to_path_buf();
+        }
         self.launch();
     }
 

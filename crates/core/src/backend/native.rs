@@ -36,9 +36,22 @@ impl NativeBackend {
 
 /// The terminal's holder, if it still runs: the recorded pid, alive, running the holder's
 /// executable `exe` (a pid the system gave to another program since is not the holder).
+/// A holder started by another build (an upgrade installed elsewhere, an older server) runs
+/// another file: it counts when that file has the same name and runs the `holder`
+/// subcommand.
 pub(super) fn live_holder(exe: &Path, meta: &TerminalMeta) -> Option<u32> {
-    meta.holder_pid
-        .filter(|&pid| process::is_alive(pid) && process::exe(pid).is_some_and(|e| e == exe))
+    meta.holder_pid.filter(|&pid| {
+        process::is_alive(pid)
+            && process::exe(pid)
+                .is_some_and(|e| e == exe || is_holder_of_another_build(pid, &e, exe))
+    })
+}
+
+/// Whether `pid`, which runs `its_exe`, is a holder started from another copy of `exe`.
+fn is_holder_of_another_build(pid: u32, its_exe: &Path, exe: &Path) -> bool {
+    its_exe.file_name().is_some()
+        && its_exe.file_name() == exe.file_name()
+        && process::cmdline(pid).is_some_and(|args| args.get(1).is_some_and(|arg| arg == "holder"))
 }
 
 /// Ends every process of a terminal: those carrying its instance's mark, and its live

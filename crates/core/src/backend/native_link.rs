@@ -5,7 +5,7 @@ use std::path::Path;
 
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::holder::{
-    HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_VERSION, HolderLine, HolderRequest,
+    HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_MIN, HOLDER_PROTOCOL_VERSION, HolderLine, HolderRequest,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -53,14 +53,17 @@ impl HolderLines {
 }
 
 impl HolderLink {
-    /// Connects, greets, and subscribes from `after_seq`. Returns the link and the stream of
-    /// lines (it ends when the holder goes away).
+    /// Connects, greets with the versions this server speaks, and subscribes from `after_seq`.
+    /// Returns the link and the stream of lines (it ends when the holder goes away); the
+    /// holder's `hello` answer, the first line, says which version it picked, and the actor
+    /// checks it (`terminal/host.rs`). Nothing but `hello` and `subscribe` is sent before.
     pub async fn connect(socket: &Path, after_seq: Seq) -> std::io::Result<(Self, HolderLines)> {
         let stream = UnixStream::connect(socket).await?;
         let (reader, writer) = stream.into_split();
         let mut link = Self { writer };
         link.send(&HolderRequest::Hello {
-            version: HOLDER_PROTOCOL_VERSION,
+            version: HOLDER_PROTOCOL_MIN,
+            max_version: Some(HOLDER_PROTOCOL_VERSION),
         })
         .await?;
         link.send(&HolderRequest::Subscribe { after_seq }).await?;

@@ -131,6 +131,7 @@ impl TmuxBackend {
             }),
             user: None,
             sandbox: None,
+            protocol_claim: None,
         };
         match self.launcher.launch(&spec).await {
             Ok(_) => {

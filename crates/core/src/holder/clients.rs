@@ -7,7 +7,10 @@ use std::io::{self, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 
 use ptyhub_protocol::event::{CommandNote, EventKind, InputEvent, InputSource, Seq};
-use ptyhub_protocol::holder::{HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_VERSION, HolderMessage};
+use ptyhub_protocol::holder::{
+    HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_MIN, HOLDER_PROTOCOL_VERSION, HolderMessage,
+    pick_version,
+};
 
 use super::log_writer::LogWriter;
 use crate::event_log::EventLog;
@@ -27,20 +30,29 @@ pub(super) struct Client {
 }
 
 impl Client {
-    /// Answers `hello`: this holder's protocol, pid and newest `seq`, or why it will not talk.
-    pub(super) fn answer_hello(&mut self, version: u32, log: &EventLog) {
-        let message = if version == HOLDER_PROTOCOL_VERSION {
-            HolderMessage::Hello {
-                version: HOLDER_PROTOCOL_VERSION,
-                holder_pid: std::process::id(),
-                last_seq: log.last_seq(),
-            }
-        } else {
-            HolderMessage::Error {
-                message: format!("holder speaks protocol {HOLDER_PROTOCOL_VERSION}, not {version}"),
-            }
-        };
-        self.send_message(&message);
+    /// Answers `hello` (the server speaks `version..=max_version`, or `version` alone): the
+    /// protocol this holder picked, its pid and newest `seq`. With no version in common it
+    /// answers its own newest, and the server stops there; `claim` (the spec's
+    /// `protocol_claim`) replaces the pick.
+    pub(super) fn answer_hello(
+        &mut self,
+        version: u32,
+        max_version: Option<u32>,
+        claim: Option<u32>,
+        log: &EventLog,
+    ) {
+        let offered_max = max_version.unwrap_or(version);
+        let picked = pick_version(
+            version,
+            offered_max,
+            HOLDER_PROTOCOL_MIN,
+            HOLDER_PROTOCOL_VERSION,
+        );
+        self.send_message(&HolderMessage::Hello {
+            version: claim.or(picked).unwrap_or(HOLDER_PROTOCOL_VERSION),
+            holder_pid: std::process::id(),
+            last_seq: log.last_seq(),
+        });
     }
 
     /// Subscribes to the log's events after `after_seq` (and says at once if the log refuses

@@ -465,7 +465,15 @@ impl Holder {
 
     fn handle_request(&mut self, i: usize, request: HolderRequest) {
         match request {
-            HolderRequest::Hello { version } => self.clients[i].answer_hello(version, &self.log),
+            HolderRequest::Hello {
+                version,
+                max_version,
+            } => self.clients[i].answer_hello(
+                version,
+                max_version,
+                self.spec.protocol_claim,
+                &self.log,
+            ),
             HolderRequest::Subscribe { after_seq } => {
                 self.clients[i].subscribe(after_seq, &self.log);
             }

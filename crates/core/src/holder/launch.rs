@@ -20,6 +20,14 @@ use crate::backend::LaunchError;
 /// How long a holder may take to open its PTY and start the program.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// The hidden `PTYHUB_TEST_HOLDER_PROTOCOL` variable of the server: a protocol version every
+/// holder it starts claims in its `hello` (a test's holder of a version no server speaks).
+fn protocol_claim() -> Option<u32> {
+    std::env::var("PTYHUB_TEST_HOLDER_PROTOCOL")
+        .ok()
+        .and_then(|value| value.parse().ok())
+}
+
 /// The executable and subcommand that run a holder.
 #[derive(Clone, Debug)]
 pub struct HolderLauncher {
@@ -74,8 +82,15 @@ impl HolderLauncher {
         let mut child = cmd
             .spawn()
             .map_err(|e| LaunchError::new(format!("cannot start a holder: {e}")))?;
-        let mut spec_line =
-            serde_json::to_vec(spec).map_err(|e| LaunchError::new(e.to_string()))?;
+        let claim = protocol_claim();
+        let mut spec_line = if claim.is_some() {
+            let mut claimed = spec.clone();
+            claimed.protocol_claim = claim;
+            serde_json::to_vec(&claimed)
+        } else {
+            serde_json::to_vec(spec)
+        }
+        .map_err(|e| LaunchError::new(e.to_string()))?;
         spec_line.push(b'\n');
         let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(LaunchError::new("holder pipes missing"));

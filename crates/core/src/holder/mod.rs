@@ -67,6 +67,11 @@ pub struct HolderSpec {
     /// the foreground facts); bwrap's exit status is the shell's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::state_dir::GuestMeta>,
+    /// A protocol version the holder answers every `hello` with instead of the one it picks:
+    /// set only by a server started with the hidden `PTYHUB_TEST_HOLDER_PROTOCOL` variable
+    /// (`launch.rs`), so a test can meet a holder of a version no server speaks yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_claim: Option<u32>,
 }
 
 /// The tmux session a control-mode holder hosts its terminal in.

@@ -6,7 +6,9 @@
 use crate::error::TerminalError;
 use ptyhub_protocol::api::TerminalState;
 use ptyhub_protocol::event::{EventKind, InputSource, Seq};
-use ptyhub_protocol::holder::{HolderLine, HolderMessage, HolderRequest};
+use ptyhub_protocol::holder::{
+    HOLDER_PROTOCOL_MIN, HOLDER_PROTOCOL_VERSION, HolderLine, HolderMessage, HolderRequest,
+};
 use tokio::time::Instant;
 
 use super::live::LiveEvent;
@@ -83,7 +85,24 @@ impl Actor {
         self.notify(&events);
     }
 
-    pub(super) async fn holder_gone(&mut self) {
+    /// A host that runs but speaks no protocol version this server does: the connection is
+    /// dropped and the terminal shows `error` with `reason`, in this server's memory only. Its
+    /// processes are never ended and its `meta.json` stays the holder's, so a server that
+    /// speaks its version adopts it later; its history stays readable from the log.
+    fn host_unsupported(&mut self, reason: String) {
+        tracing::error!(id = %self.meta.id, %reason, "not following the terminal's holder; it keeps running");
+        self.drop_link();
+        self.meta.state = TerminalState::Error;
+        self.host_error = Some(reason);
+        self.replay_file();
+        self.is_exited = true;
+        self.fail_pending_exec();
+        let events = self.tracker.exited(None, None);
+        self.notify(&events);
+    }
+
+    /// Forgets the link to the host and answers whoever waits on it.
+    fn drop_link(&mut self) {
         self.link = None;
         self.lines = None;
         for ack in self.input_acks.drain(..).flatten() {
@@ -95,6 +114,10 @@ impl Actor {
         for ack in self.signal_acks.drain(..).flatten() {
             let _ = ack.send(Err(not_running(&self.meta)));
         }
+    }
+
+    pub(super) async fn holder_gone(&mut self) {
+        self.drop_link();
         if let Ok(meta) = state_dir::read_meta(&self.dir) {
             self.meta.state = meta.state;
             self.meta.cwd = meta.cwd;
@@ -130,8 +153,29 @@ impl Actor {
     pub(super) async fn apply_line(&mut self, line: HolderLine) {
         match line {
             HolderLine::Event(event) => self.apply_event(event.seq, event.ts, event.kind),
-            HolderLine::Message(HolderMessage::Hello { last_seq, .. }) => {
-                self.replay_until = Some(last_seq);
+            HolderLine::Message(HolderMessage::Hello {
+                version, last_seq, ..
+            }) => {
+                if (HOLDER_PROTOCOL_MIN..=HOLDER_PROTOCOL_VERSION).contains(&version) {
+                    self.holder_protocol = Some(version);
+                    self.replay_until = Some(last_seq);
+                } else {
+                    self.host_unsupported(format!(
+                        "holder protocol v{version} not supported, server speaks \
+                         {HOLDER_PROTOCOL_MIN}..{HOLDER_PROTOCOL_VERSION}"
+                    ));
+                }
+            }
+            // The first answer is the one to `hello`: an error there is a holder that will
+            // not speak any version this server offers (a holder of version 1 refuses every
+            // `version` but 1).
+            HolderLine::Message(HolderMessage::Error { message })
+                if self.holder_protocol.is_none() =>
+            {
+                self.host_unsupported(format!(
+                    "holder refused the protocol ({message}), server speaks \
+                     {HOLDER_PROTOCOL_MIN}..{HOLDER_PROTOCOL_VERSION}"
+                ));
             }
             HolderLine::Message(HolderMessage::InputResult {
                 accepted,

@@ -669,6 +669,10 @@ struct Actor {
     input_acks: VecDeque<Option<InputAck>>,
     /// Why the host's log refuses appends, while it does (its output is held back).
     storage_error: Option<String>,
+    /// The holder protocol version the host picked in its `hello` answer, once connected.
+    holder_protocol: Option<u32>,
+    /// Why this server does not follow a host that runs (it speaks no shared protocol).
+    host_error: Option<String>,
     /// Status requests sent to the backend and not yet answered, in order.
     status_acks: VecDeque<oneshot::Sender<Option<Foreground>>>,
     /// Signal requests sent and not yet answered, in order; `Some` when a client waits.
@@ -718,6 +722,8 @@ impl Actor {
             replay_until: None,
             input_acks: VecDeque::new(),
             storage_error: None,
+            holder_protocol: None,
+            host_error: None,
             status_acks: VecDeque::new(),
             signal_acks: VecDeque::new(),
             finished: VecDeque::new(),
@@ -955,6 +961,8 @@ impl Actor {
             self.last_seq,
         );
         info.storage_error.clone_from(&self.storage_error);
+        info.holder_protocol = self.holder_protocol.filter(|_| self.link.is_some());
+        info.host_error.clone_from(&self.host_error);
         info.lease = self.live.lease();
         info
     }

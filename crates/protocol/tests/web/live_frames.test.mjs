@@ -235,6 +235,18 @@ test('an attach page sends input, resize and ping shaped as their fixtures and h
   page.deliver(error);
   assert.equal(page.status.textContent, `error: ${error.data}`);
 
+  // A server that stops says why and up to where the page has every byte; the page shows the
+  // reason, reconnects with that `since_seq`, and says it resumed after it.
+  const stopping = serverFrames.get('server_stopping');
+  page.deliver(stopping);
+  assert.equal(page.status.textContent, `${stopping.reason}: reconnecting…`);
+  assert.equal(page.page.stopReason, stopping.reason);
+  assert.equal(page.page.lastSeq, stopping.seq, 'the page resumes from the seq the server names');
+  page.deliver(serverFrames.get('server_stopping.nothing_sent'));
+  assert.equal(page.page.lastSeq, stopping.seq, 'a stop that names no seq keeps the page\'s own');
+  page.deliver(serverFrames.get('ready'));
+  assert.equal(page.status.textContent, `connected, resumed after: ${stopping.reason}`);
+
   const exit = serverFrames.get('exit');
   page.deliver(exit);
   assert.equal(page.status.dataset.state, 'exited');

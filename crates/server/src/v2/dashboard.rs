@@ -17,11 +17,10 @@
 //!    the screen and whether a full-screen program holds it.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use axum::response::sse::Event;
 use ptyhub_core::registry::Registry;
 use ptyhub_protocol::api::{CommandEntry, TerminalInfo, TerminalState};
 use ptyhub_protocol::event::Seq;
@@ -127,6 +126,7 @@ pub fn events(
     registry: std::sync::Arc<Registry>,
     owner: String,
     query: DashboardQuery,
+    stopping: crate::stopping::Stopping,
 ) -> Response {
     let (tx, rx) = mpsc::channel::<Event>(EVENTS_QUEUED);
     let filter = match query.filter.as_deref() {
@@ -218,14 +218,7 @@ pub fn events(
             }
         }
     });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|event| (Ok::<_, Infallible>(event), rx))
-    });
-    Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+    crate::stream::event_stream(rx, stopping)
 }
 
 /// Step 2: the facts of one terminal, read again only when its log moved.
