@@ -679,14 +679,19 @@ async fn l7_input_read_to_the_end_arrives_whole_on_every_surface() {
 /// equals its producer's bytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn l2_a_soak_at_a_steady_rate_stays_flat_and_exact() {
-    let hub = start();
+    // Every log is compared whole with its producer: each must keep all of it (the long
+    // tier's ten minutes make about 105 MB of log per terminal).
+    let hub = ptyhub_test_support::Ptyhub::start_with(
+        env!("CARGO_BIN_EXE_ptyhub"),
+        &["--event-log-keep", "160M"],
+    );
     let client = hub.http();
     let pid = hub.server_pid().unwrap_or(0);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let terminals = scaled(5, 20);
     let seconds = scaled(20, 600);
-    // 16 chunks a second: 64 KiB/s (CI) or 256 KiB/s (long) of base64 per terminal.
-    let chunk = scaled(3 * 1024, 12 * 1024);
+    // 16 chunks a second: 64 KiB/s (CI) or 128 KiB/s (long) of base64 per terminal.
+    let chunk = scaled(3 * 1024, 6 * 1024);
     let chunks = seconds * 16;
     let mut ids = Vec::new();
     let mut producers = Vec::new();
