@@ -286,12 +286,16 @@ async fn metrics_count_what_was_done_to_terminals() {
     );
     drop(attach);
 
-    // An exec streamed as server-sent events counts as a live connection while it streams.
+    // An exec streamed as server-sent events counts as a live connection while it streams;
+    // its command runs until the test has seen that (a file it waits for).
+    let go = std::env::temp_dir().join(format!("ptyhub-metrics-go-{}", std::process::id()));
+    let _ = std::fs::remove_file(&go);
     let streamed = tokio::spawn({
         let client = client.clone();
         let path = format!("/v2/pty/sessions/{id}/exec");
+        let command = format!("sleep 2; until [ -e {} ]; do sleep 0.1; done", go.display());
         async move {
-            let body = json!({ "command": "sleep 2", "timeout": 60 }).to_string();
+            let body = json!({ "command": command, "timeout": 120 }).to_string();
             client
                 .send_raw(
                     Method::POST,
@@ -307,7 +311,9 @@ async fn metrics_count_what_was_done_to_terminals() {
         s.value("ptyhub_live_connections", &[("mode", "sse")]) == 1.0
     })
     .await;
+    std::fs::write(&go, b"").unwrap_or_else(|e| panic!("{}: {e}", go.display()));
     let events = streamed.await.unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_file(&go);
     assert!(
         events.body.to_string().contains("event: result"),
         "{}",
