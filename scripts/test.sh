@@ -48,6 +48,11 @@ if ! python3 -c 'import mcp.client.stdio' 2>/dev/null; then
   python3 -m pip install -q --disable-pip-version-check mcp
 fi
 
+# The Prometheus project's Python client parses /metrics in the tests, as a scraper would.
+if ! python3 -c 'import prometheus_client.parser' 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check prometheus-client
+fi
+
 # openapi-spec-validator checks /openapi.json in the tests, as API tools and client generators do.
 if ! python3 -c 'import openapi_spec_validator' 2>/dev/null; then
   python3 -m pip install -q --disable-pip-version-check openapi-spec-validator==0.9.0

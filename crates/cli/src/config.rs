@@ -10,6 +10,8 @@
 //! backend = "auto"                   # auto, native or tmux (docs/backends.md)
 //! pids_max = 4096                    # each terminal's cgroup (docs/backends.md#cgroups)
 //! memory_max = "4G"                  # default: no limit
+//! log_format = "json"                # human (default) or json (docs/operations.md#logs)
+//! metrics_listen = "127.0.0.1:9464"  # /metrics alone, without a token (default: none)
 //!
 //! [agent_env]                        # what new terminals get (default: PAGER=cat and the like)
 //! GIT_PAGER = "less -FRX"            # replaces a default
@@ -54,6 +56,10 @@ pub struct FileConfig {
     pub memory_max: Option<ByteCount>,
     /// Where the rootfs backend keeps its Debian root (default `<state dir>/rootfs`).
     pub rootfs_dir: Option<PathBuf>,
+    /// How log lines look: `human` or `json`.
+    pub log_format: Option<String>,
+    /// A listener of its own for `/metrics`, without a token.
+    pub metrics_listen: Option<SocketAddr>,
     /// Changes to the agent environment new terminals get (docs/compatibility.md#agent-env):
     /// a value replaces the default's, an empty one removes the variable.
     #[serde(default)]
@@ -210,6 +216,16 @@ impl FileConfig {
             .transpose()
     }
 
+    /// `log_format`, checked like the flag.
+    pub fn log_format(&self) -> anyhow::Result<Option<crate::LogFormat>> {
+        self.log_format
+            .as_deref()
+            .map(|name| {
+                crate::parse_log_format(name).map_err(|e| anyhow::anyhow!("log_format: {e}"))
+            })
+            .transpose()
+    }
+
     /// `pids_max`, checked like the flag.
     pub fn pids_max(&self) -> anyhow::Result<Option<u64>> {
         self.pids_max
@@ -274,6 +290,27 @@ mod tests {
         assert!(root.os_users().is_err());
         let none = config(["", ""]);
         assert!(none.os_users().is_ok_and(|users| users.is_empty()));
+    }
+
+    #[test]
+    fn log_format_and_metrics_listen_are_read_and_checked() {
+        let parse = |text: &str| toml::from_str::<FileConfig>(text).map_err(|e| e.to_string());
+        let config = parse("log_format = \"json\"\nmetrics_listen = \"127.0.0.1:9464\"")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            config.log_format().ok().flatten(),
+            Some(crate::LogFormat::Json)
+        );
+        assert_eq!(
+            config
+                .metrics_listen
+                .map(|addr| addr.to_string())
+                .as_deref(),
+            Some("127.0.0.1:9464")
+        );
+        let bad = parse("log_format = \"xml\"").unwrap_or_else(|e| panic!("{e}"));
+        assert!(bad.log_format().is_err(), "an unknown format is refused");
+        assert!(parse("metrics_listen = \"nowhere\"").is_err());
     }
 
     #[test]

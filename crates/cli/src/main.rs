@@ -49,6 +49,12 @@ struct Cli {
     /// The server's local socket (default: <runtime dir>/server.sock).
     #[arg(long, global = true, env = "PTYHUB_SOCKET")]
     socket: Option<PathBuf>,
+    /// How log lines on stderr look: `human` or `json` (one object a line, with the spans
+    /// of the request or terminal they belong to). Which lines: `PTYHUB_LOG`, else
+    /// `RUST_LOG` (an env-filter directive such as `info,ptyhub_server=debug`). [default:
+    /// human; `serve` also reads `log_format` from its config file]
+    #[arg(long, global = true, env = "PTYHUB_LOG_FORMAT", value_parser = parse_log_format)]
+    log_format: Option<LogFormat>,
     #[command(subcommand)]
     command: Command,
 }
@@ -181,6 +187,58 @@ struct ServeArgs {
     /// timeout of any proxy in front (docs/scale-out.md). [default: 20]
     #[arg(long, env = "PTYHUB_WS_PING_SECS")]
     ws_ping_secs: Option<u64>,
+    /// Also serve `GET /metrics` (Prometheus text format) on this address, alone and without
+    /// a token (the main listener serves it too, behind the token); who may reach the address
+    /// is the operator's choice, so loopback or a private network. [default: none]
+    #[arg(long, env = "PTYHUB_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
+}
+
+/// How log lines look (`--log-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Text for people, one line per event.
+    #[default]
+    Human,
+    /// One JSON object per line (journald, a log shipper).
+    Json,
+}
+
+/// `--log-format` / `PTYHUB_LOG_FORMAT` / `log_format`.
+fn parse_log_format(text: &str) -> Result<LogFormat, String> {
+    match text {
+        "human" => Ok(LogFormat::Human),
+        "json" => Ok(LogFormat::Json),
+        _ => Err(format!("{text:?} is not a log format (human or json)")),
+    }
+}
+
+/// The log filter when neither `PTYHUB_LOG` nor `RUST_LOG` is set.
+const LOG_FILTER_DEFAULT: &str = "warn,ptyhub=info";
+
+/// Sends log lines to stderr (stdout belongs to the protocol of `ptyhub mcp`), filtered by
+/// `PTYHUB_LOG`, else `RUST_LOG`, else [`LOG_FILTER_DEFAULT`], in `format`.
+fn init_logs(format: LogFormat) {
+    let filter = ["PTYHUB_LOG", "RUST_LOG"]
+        .into_iter()
+        .find_map(|name| {
+            std::env::var(name)
+                .ok()
+                .filter(|value| !value.trim().is_empty())
+                .and_then(|value| tracing_subscriber::EnvFilter::try_new(value).ok())
+        })
+        .unwrap_or_else(|| LOG_FILTER_DEFAULT.into());
+    let logs = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Human => logs.init(),
+        LogFormat::Json => logs
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .init(),
+    }
 }
 
 /// Connections the local socket serves at once.
@@ -206,22 +264,19 @@ fn main() -> std::process::ExitCode {
     if matches!(cli.command, Command::Holder) {
         return exit_code(ptyhub_core::holder::run());
     }
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PTYHUB_LOG")
-                .unwrap_or_else(|_| "warn,ptyhub=info".into()),
-        )
-        .init();
+    // `serve` starts its logs once it has read its config file, which may name the format.
+    if !matches!(cli.command, Command::Serve(_)) {
+        init_logs(cli.log_format.unwrap_or_default());
+    }
     // The server runs on every core; a client (one request, or one live connection that
     // only moves bytes) is cheaper on one thread — a hundred `terminal watch` processes add
     // up.
-    if matches!(cli.command, Command::Serve(_)) {
-        // Before the runtime's threads exist, so they inherit it.
-        for refused in ptyhub_core::process::raise_server_priority() {
-            tracing::debug!(%refused, "the server runs at the priority it was given");
-        }
-    }
+    // Before the runtime's threads exist, so they inherit it; said once the logs run.
+    let priority_refused = if matches!(cli.command, Command::Serve(_)) {
+        ptyhub_core::process::raise_server_priority()
+    } else {
+        Vec::new()
+    };
     let mut builder = match cli.command {
         Command::Serve(_) => tokio::runtime::Builder::new_multi_thread(),
         _ => tokio::runtime::Builder::new_current_thread(),
@@ -241,7 +296,9 @@ fn main() -> std::process::ExitCode {
     };
     let outcome = runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => serve(*args, cli.socket).await.map(|()| 0),
+            Command::Serve(args) => serve(*args, cli.socket, cli.log_format, priority_refused)
+                .await
+                .map(|()| 0),
             Command::Terminal(command) => {
                 let socket = cli
                     .socket
@@ -349,9 +406,21 @@ fn exit_code(code: i32) -> std::process::ExitCode {
     std::process::ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
 }
 
-async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
+async fn serve(
+    args: ServeArgs,
+    socket: Option<PathBuf>,
+    log_format: Option<LogFormat>,
+    priority_refused: Vec<String>,
+) -> anyhow::Result<()> {
     let state_path = args.state_dir.unwrap_or_else(paths::state_dir);
     let file = config::load(args.config.as_deref(), &state_path)?;
+    init_logs(match log_format {
+        Some(format) => format,
+        None => file.log_format()?.unwrap_or_default(),
+    });
+    for refused in priority_refused {
+        tracing::debug!(%refused, "the server runs at the priority it was given");
+    }
     let runtime_dir = args
         .runtime_dir
         .or_else(|| file.runtime_dir.clone())
@@ -463,6 +532,7 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
             .map_or(ptyhub_server::ws::PING_EVERY_DEFAULT, |secs| {
                 Duration::from_secs(secs.max(1))
             }),
+        metrics_listen: args.metrics_listen.or(file.metrics_listen),
     })
     .await
     .with_context(|| format!("cannot listen on {} and {}", listen, socket_path.display()))?;
@@ -484,8 +554,12 @@ async fn serve(args: ServeArgs, socket: Option<PathBuf>) -> anyhow::Result<()> {
     } else {
         String::new()
     };
+    let metrics = server
+        .metrics_addr
+        .map(|addr| format!("  metrics: http://{addr}/metrics\n"))
+        .unwrap_or_default();
     let banner = format!(
-        "ptyhub {} serving\n{warning}  url:    {url}\n  web:    {web}\n  token:  {token}\n  state:  {}\n  socket: {}\n  terminals found: {rediscovered}\n",
+        "ptyhub {} serving\n{warning}  url:    {url}\n  web:    {web}\n  token:  {token}\n  state:  {}\n  socket: {}\n{metrics}  terminals found: {rediscovered}\n",
         env!("CARGO_PKG_VERSION"),
         state_path.display(),
         socket_path.display()

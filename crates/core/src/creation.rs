@@ -276,6 +276,7 @@ impl Plan {
             protocol_claim: None,
         };
         if let Err(error) = backend.launch(&holder_spec).await {
+            crate::stats::global().holder(backend.kind(), crate::stats::HolderEvent::Failed);
             for file in &launch.files {
                 let _ = std::fs::remove_file(file).or_else(|_| std::fs::remove_dir_all(file));
             }
@@ -291,6 +292,7 @@ impl Plan {
                 reason: error.to_string(),
             });
         }
+        crate::stats::global().holder(backend.kind(), crate::stats::HolderEvent::Started);
         state_dir::read_meta(&dir)
             .map_err(|e| TerminalError::internal(format!("cannot read meta.json: {e}")))
     }

@@ -121,6 +121,15 @@ impl TerminalError {
         }
     }
 
+    /// `CURSOR_EXPIRED`: the log no longer keeps where a cursor points, as `detail` says
+    /// (counted for `/metrics`).
+    pub fn cursor_expired(detail: impl Into<String>) -> Self {
+        crate::stats::global().cursor_expired();
+        Self::CursorExpired {
+            detail: detail.into(),
+        }
+    }
+
     /// No terminal `id` (of this owner).
     pub fn not_found(id: impl std::fmt::Display) -> Self {
         Self::NotFound { id: id.to_string() }

@@ -423,7 +423,8 @@ pub async fn submit(
         let writer = crate::terminal::live::Writer::caller(source.clone());
         handle
             .wait_for_keyboard(&writer, options.on_lease, limit)
-            .await?;
+            .await
+            .inspect_err(|error| crate::stats::input_refused(error, options.command.len()))?;
     }
     let command_id = handle.exec(options.request(terminal_default)).await?;
     Ok(Submitted {

@@ -27,7 +27,9 @@
 //! - [`screen_worker`]: the background thread that brings every screen up to its log;
 //! - [`hints`]: how to leave a known pager, editor or REPL that holds the terminal;
 //! - [`queries`]: terminal queries in output and their answers in input (one answer reaches
-//!   the program).
+//!   the program);
+//! - [`stats`]: the process's counters of what terminals do (read by the server's
+//!   `/metrics`).
 
 /// `eprintln!` that never panics: writes one line to stderr and ignores a failure, which
 /// `eprintln!` turns into a panic. The holder's stderr is its terminal's `holder.log`, on a
@@ -59,6 +61,7 @@ pub mod screen_worker;
 pub mod secret;
 pub mod shell;
 pub mod state_dir;
+pub mod stats;
 pub mod terminal;
 pub mod tracker;
 pub mod workspace;

@@ -92,6 +92,8 @@ struct Entry {
     handle: Option<TerminalHandle>,
     dir: PathBuf,
     is_anonymous: bool,
+    /// What hosts it (for the census of a closed one).
+    backend: ptyhub_protocol::api::BackendKind,
     /// Reclaimed first under the live limit; its directory goes when it closes.
     is_expiring: bool,
     /// The last request that used it.
@@ -106,6 +108,7 @@ impl Entry {
             handle,
             dir,
             is_anonymous: meta.anonymous,
+            backend: meta.backend,
             is_expiring: meta.retention == Retention::Expiring,
             last_used: Instant::now(),
             no_change_timeout: None,
@@ -126,6 +129,8 @@ pub struct Registry {
     entries: Mutex<HashMap<Key, Entry>>,
     /// Held while a terminal is being created.
     creating: Mutex<()>,
+    /// [`Registry::discover`] has finished (what the server's `/readyz` waits for).
+    is_discovered: std::sync::atomic::AtomicBool,
 }
 
 impl Registry {
@@ -135,7 +140,19 @@ impl Registry {
             config,
             entries: Mutex::new(HashMap::new()),
             creating: Mutex::new(()),
+            is_discovered: std::sync::atomic::AtomicBool::new(false),
         }))
+    }
+
+    /// Whether discovery of the terminals already in the state directory has finished.
+    pub fn is_discovered(&self) -> bool {
+        self.is_discovered
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The state directory this registry keeps its terminals in.
+    pub fn state_dir(&self) -> &StateDir {
+        &self.config.state_dir
     }
 
     /// Finds every terminal in the state directory and follows it again (live ones reattach
@@ -175,6 +192,8 @@ impl Registry {
                 tracing::warn!(%id, %error, "cannot close an orphaned anonymous terminal");
             }
         }
+        self.is_discovered
+            .store(true, std::sync::atomic::Ordering::Release);
         count
     }
 
@@ -240,6 +259,33 @@ impl Registry {
             max: self.config.limits.max_live,
             idle_close_secs: self.config.limits.idle_close.as_secs(),
         }
+    }
+
+    /// Every terminal the server knows (all owners, anonymous ones too) by what hosts it and
+    /// its state: the program's lifecycle state of a live one (asked of its actor, 1 s at
+    /// most; one that does not answer counts as `unknown`), `closed` for a closed one.
+    pub async fn census(&self) -> Vec<(ptyhub_protocol::api::BackendKind, &'static str)> {
+        /// How long one actor may take to say its state before it counts as `unknown`.
+        const INFO_WAIT: Duration = Duration::from_secs(1);
+        let found: Vec<_> = {
+            let entries = self.entries.lock().await;
+            entries
+                .values()
+                .map(|e| (e.backend, e.handle.clone()))
+                .collect()
+        };
+        let mut census = Vec::with_capacity(found.len());
+        for (backend, handle) in found {
+            let state = match handle {
+                None => "closed",
+                Some(handle) => match tokio::time::timeout(INFO_WAIT, handle.info()).await {
+                    Ok(Ok(info)) => info.state.as_str(),
+                    _ => "unknown",
+                },
+            };
+            census.push((backend, state));
+        }
+        census
     }
 
     /// Makes room for one more live terminal: closes the least recently used `expiring`

@@ -46,6 +46,17 @@ impl Inner {
 
     /// Applies log events up to `target`, reading at most about `budget` bytes.
     fn apply(&mut self, target: Seq, budget: usize) {
+        let rotations = self.log.rotations_followed();
+        self.apply_log(target, budget);
+        // One screen per terminal follows its whole log: its reader sees each rotation once
+        // (unless the screen fell behind what the log keeps).
+        let followed = self.log.rotations_followed() - rotations;
+        if followed > 0 {
+            crate::stats::global().log_rotated(followed);
+        }
+    }
+
+    fn apply_log(&mut self, target: Seq, budget: usize) {
         let mut read = 0;
         let screen = &mut self.screen;
         while self.log.last_seq() < target && read < budget {

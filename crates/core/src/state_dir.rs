@@ -227,6 +227,26 @@ impl StateDir {
         &self.root
     }
 
+    /// Whether new terminals can be made here now: creates a file in the root, writes a byte
+    /// to it and removes it (what a read-only mount, an immutable directory or a full disk
+    /// refuses; mode bits alone do not stop root).
+    pub fn probe_writable(&self) -> io::Result<()> {
+        let path = self
+            .root
+            .join(format!(".ready-probe-{}", crate::secret::random_token(12)));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut file| {
+                use std::io::Write as _;
+                file.write_all(b"\n")
+            });
+        let removed = std::fs::remove_file(&path);
+        written?;
+        removed
+    }
+
     /// Takes the state directory for this server alone: a second server on the same directory
     /// would fight the first over every terminal.
     pub fn lock(&self) -> io::Result<StateLock> {

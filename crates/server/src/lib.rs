@@ -13,6 +13,7 @@ pub mod listener;
 pub mod login;
 pub mod mcp;
 pub mod mcp_http;
+pub mod metrics;
 pub mod stopping;
 pub mod stream;
 pub mod tls;
@@ -31,12 +32,19 @@ use axum::extract::DefaultBodyLimit;
 use ptyhub_core::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
+/// Connections the `--metrics-listen` listener serves at once (scrapers are few).
+const METRICS_CONNECTIONS_MAX: usize = 64;
+
 /// Largest request body accepted.
 pub const BODY_MAX_BYTES: usize = 16 * 1024 * 1024;
 
 /// The health route: answered without a credential and without touching a terminal, also
 /// while the server is out of file descriptors ([`listener`]).
 pub const HEALTH_PATH: &str = "/healthz";
+
+/// The readiness route: 200 once the state directory takes a file and discovery has finished,
+/// else 503 with the reason; without a credential and without data.
+pub const READY_PATH: &str = "/readyz";
 
 /// Shared by every handler.
 #[derive(Clone)]
@@ -53,6 +61,8 @@ pub struct AppState {
     pub ws_ping_every: std::time::Duration,
     /// The server's stop, which every WebSocket and event stream hears ([`stopping`]).
     pub stopping: stopping::Stopping,
+    /// What the server measures of its requests (`/metrics`).
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 /// What the server needs to start.
@@ -75,6 +85,8 @@ pub struct ServerConfig {
     pub allow_plain_http: bool,
     /// How often every WebSocket client is pinged ([`ws::PING_EVERY_DEFAULT`] by default).
     pub ws_ping_every: std::time::Duration,
+    /// A listener of its own that serves `/metrics` alone, without a token.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// A bound server: both listeners are open, so the addresses can be announced before serving.
@@ -86,8 +98,11 @@ pub struct Server {
     unix_limits: listener::ServeLimits,
     mcp_wait_cap: std::time::Duration,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    metrics_tcp: Option<tokio::net::TcpListener>,
     pub local_addr: SocketAddr,
     pub socket_path: PathBuf,
+    /// Where `--metrics-listen` serves, if it was given.
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 impl Server {
@@ -110,6 +125,14 @@ impl Server {
                 ),
             ));
         }
+        let metrics_tcp = match config.metrics_listen {
+            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await?),
+            None => None,
+        };
+        let metrics_addr = metrics_tcp
+            .as_ref()
+            .map(tokio::net::TcpListener::local_addr)
+            .transpose()?;
         let _ = std::fs::remove_file(&config.socket_path);
         let unix = tokio::net::UnixListener::bind(&config.socket_path)?;
         std::fs::set_permissions(&config.socket_path, std::fs::Permissions::from_mode(0o600))?;
@@ -129,13 +152,16 @@ impl Server {
                 grants: config.grants.into(),
                 ws_ping_every: config.ws_ping_every,
                 stopping: stopping::Stopping::default(),
+                metrics: Arc::default(),
             },
             tcp_limits: config.tcp_limits,
             unix_limits: config.unix_limits,
             mcp_wait_cap: config.mcp_wait_cap,
             tls: tls.map(tokio_rustls::TlsAcceptor::from),
+            metrics_tcp,
             local_addr,
             socket_path: config.socket_path,
+            metrics_addr,
         })
     }
 
@@ -143,6 +169,10 @@ impl Server {
     fn data_routes(&self) -> axum::Router<AppState> {
         v2::routes()
             .route("/openapi.json", axum::routing::get(openapi_json))
+            .route(
+                metrics::METRICS_PATH,
+                axum::routing::get(metrics::scrape_authenticated),
+            )
             .merge(v1::routes())
             .merge(ws::routes())
             .nest_service(
@@ -161,9 +191,14 @@ impl Server {
     fn router(&self, data: axum::Router<AppState>) -> axum::Router<AppState> {
         web::routes()
             .route(HEALTH_PATH, axum::routing::get(health))
+            .route(READY_PATH, axum::routing::get(ready))
             .merge(data)
             .fallback(http_error::no_route)
             .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::clone(&self.state.metrics),
+                metrics::observe_request,
+            ))
     }
 
     /// Serves until `shutdown` is cancelled, then tells every live connection why
@@ -207,6 +242,22 @@ impl Server {
             listener::OnExhausted::Shed,
             shutdown.clone(),
         );
+        let metrics = async {
+            if let Some(metrics_tcp) = self.metrics_tcp {
+                listener::serve(
+                    metrics_tcp,
+                    metrics::metrics_router(self.state.clone()),
+                    listener::ServeLimits {
+                        max_connections: METRICS_CONNECTIONS_MAX,
+                        header_read_timeout: self.tcp_limits.header_read_timeout,
+                    },
+                    None,
+                    listener::OnExhausted::Shed,
+                    shutdown.clone(),
+                )
+                .await;
+            }
+        };
         // The local socket is the operator's way in: served even when descriptors run out.
         let unix = listener::serve(
             self.unix,
@@ -214,9 +265,9 @@ impl Server {
             self.unix_limits,
             None,
             listener::OnExhausted::Serve,
-            shutdown,
+            shutdown.clone(),
         );
-        tokio::join!(tcp, unix, stop_told);
+        tokio::join!(tcp, unix, stop_told, metrics);
         let _ = std::fs::remove_file(&self.socket_path);
         Ok(())
     }
@@ -245,6 +296,41 @@ async fn health() -> axum::Json<ptyhub_protocol::api::Envelope<serde_json::Value
         "ok",
         serde_json::json!({ "status": "ok" }),
     ))
+}
+
+/// `GET /readyz`: whether the server can take new work now. Ready once discovery of the
+/// terminals already in the state directory has finished and the directory takes a new file
+/// (a real probe: one is created and removed); otherwise 503 with the reason, which names no
+/// path or terminal.
+async fn ready(
+    axum::extract::State(state): axum::extract::State<AppState>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let refusal = if !state.registry.is_discovered() {
+        Some("discovering the terminals in the state directory".to_owned())
+    } else {
+        state
+            .registry
+            .state_dir()
+            .probe_writable()
+            .err()
+            .map(|error| format!("the state directory does not take new files: {error}"))
+    };
+    match refusal {
+        None => axum::Json(ptyhub_protocol::api::Envelope::ok(
+            "ready",
+            serde_json::json!({ "status": "ready" }),
+        ))
+        .into_response(),
+        Some(reason) => {
+            let error = ptyhub_protocol::error::ApiError::new(
+                ptyhub_protocol::error::ErrorCode::BackendUnavailable,
+                reason,
+            );
+            let wire = wire_error::WireError::new(error, wire_error::Surface::RestV2);
+            (wire.status, axum::Json(wire.body())).into_response()
+        }
+    }
 }
 
 async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {

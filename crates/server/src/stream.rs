@@ -65,7 +65,11 @@ where
     F: std::future::Future<Output = Result<R, E>> + Send + 'static,
 {
     let (tx, rx) = mpsc::channel::<Event>(EVENTS_QUEUED);
+    // Counted among the live connections for as long as the stream produces.
+    let counted =
+        ptyhub_core::stats::global().live_opened(ptyhub_core::stats::LiveKind::CommandStream);
     tokio::spawn(async move {
+        let _counted = counted;
         let deadline = limit.map(|d| tokio::time::Instant::now() + d);
         let mut seq = handle.seq();
         let mut sent = String::new();

@@ -376,6 +376,7 @@ async fn write(
             Duration::ZERO,
         )
         .await
+        .inspect_err(|error| ptyhub_core::stats::input_refused(error, data.len()))
         .map_err(v1_error)?;
     handle.input(data, source).await.map_err(v1_error)?;
     let result = handle.command_result(None).await.map_err(v1_error)?;

@@ -230,7 +230,8 @@ async fn input(
             params.on_lease.unwrap_or_default(),
             ptyhub_core::terminal::live::LEASE_WAIT_DEFAULT,
         )
-        .await?;
+        .await
+        .inspect_err(|error| ptyhub_core::stats::input_refused(error, bytes))?;
     let receipt = handle.input(data, source).await?;
     ok(
         "Input sent",

@@ -113,6 +113,11 @@ impl Ptyhub {
     /// `PTYHUB_LOG=debug`) kept in a file [`Ptyhub::server_log`] reads: for checks that a
     /// secret appears nowhere it should not.
     pub fn start_logged_with_token(exe: &str, token: &str) -> Self {
+        Self::start_logged_with_token_and(exe, token, &[])
+    }
+
+    /// [`Ptyhub::start_logged_with_token`] with extra `serve` flags (`--log-format json`).
+    pub fn start_logged_with_token_and(exe: &str, token: &str, serve_args: &[&str]) -> Self {
         let state = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let runtime = tempfile::Builder::new()
             .prefix("ph")
@@ -123,7 +128,7 @@ impl Ptyhub {
         let mut hub = Self {
             exe: PathBuf::from(exe),
             server: None,
-            serve_args: Vec::new(),
+            serve_args: serve_args.iter().map(|arg| (*arg).to_owned()).collect(),
             serve_env: vec![("PTYHUB_LOG".to_owned(), "debug".to_owned())],
             addr: String::new(),
             web_url: String::new(),

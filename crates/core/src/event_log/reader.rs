@@ -81,6 +81,8 @@ pub struct LogReader {
     dir: PathBuf,
     segment: Option<OpenSegment>,
     last: Seq,
+    /// Rotations of the active segment this reader followed (step 2 above).
+    rotations: u64,
 }
 
 /// The segment file a reader is in.
@@ -99,7 +101,13 @@ impl LogReader {
             dir: dir.to_path_buf(),
             segment: None,
             last: after,
+            rotations: 0,
         }
+    }
+
+    /// How many times the active segment this reader was in was rotated under it.
+    pub(crate) fn rotations_followed(&self) -> u64 {
+        self.rotations
     }
 
     /// The `seq` of the last event returned (or the starting point).
@@ -190,6 +198,7 @@ impl LogReader {
                 }
                 // Rotated since it was opened: read what was appended before the rename.
                 segment.is_active = false;
+                self.rotations += 1;
                 continue;
             }
             match locate(&self.dir, self.last)? {

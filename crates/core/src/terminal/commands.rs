@@ -4,6 +4,7 @@
 //! grace, tracking gives up after another), results by id and the jobs' view of them.
 
 use crate::error::TerminalError;
+use crate::stats;
 use ptyhub_protocol::api::{CommandEntry, CommandOrigin, CommandResult, CommandStatus};
 use ptyhub_protocol::event::{CommandNote, InputSource};
 use ptyhub_protocol::holder::HolderRequest;
@@ -65,6 +66,7 @@ impl Actor {
     pub(super) fn notify(&mut self, events: &[TrackerEvent]) {
         for event in events {
             if let TrackerEvent::Finished(id) = *event {
+                self.count_finished(id);
                 self.timers = CommandTimers::default();
                 let mut result = self.command_result(Some(id));
                 result.output = result.output.map(|o| {
@@ -87,6 +89,29 @@ impl Actor {
                 }
             }
         }
+    }
+
+    /// Counts a command that finished as it happened (not one replayed at start).
+    fn count_finished(&self, id: u64) {
+        if self.replay_until.is_none_or(|until| self.last_seq <= until) {
+            return;
+        }
+        let Some(record) = self.tracker.current().filter(|c| c.id == id) else {
+            return;
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let origin = if record.is_exec {
+            stats::CommandOrigin::Exec
+        } else {
+            stats::CommandOrigin::Typed
+        };
+        stats::global().command_finished(
+            origin,
+            stats::CommandOutcome::of(record.status, record.exit_code),
+            std::time::Duration::try_from_secs_f64(now - record.started_at).unwrap_or_default(),
+        );
     }
 
     pub(super) fn fail_pending_exec(&mut self) {

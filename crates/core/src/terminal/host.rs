@@ -72,6 +72,7 @@ impl Actor {
     /// the processes a vanished holder left behind are ended.
     pub(super) fn mark_gone_if_running(&mut self) {
         if !self.is_exited && self.meta.state == TerminalState::Running {
+            crate::stats::global().holder(self.meta.backend, crate::stats::HolderEvent::Failed);
             self.backend.end_orphans(&self.meta);
             self.meta.state = TerminalState::Error;
             self.meta.ended_at = Some(state_dir::unix_now());
@@ -129,6 +130,9 @@ impl Actor {
         }
         // Pick up anything the holder wrote after the stream ended.
         self.replay_file();
+        if self.is_exited || self.meta.state != TerminalState::Running {
+            crate::stats::global().holder(self.meta.backend, crate::stats::HolderEvent::Stopped);
+        }
         self.mark_gone_if_running();
         self.finish_closing();
     }
@@ -263,6 +267,10 @@ impl Actor {
         let mut queries = Vec::new();
         let published = match kind {
             EventKind::Output { data } => {
+                // Output replayed at start was counted by the server that saw it happen.
+                if self.replay_until.is_some_and(|until| seq > until) {
+                    crate::stats::global().bytes_logged(data.len());
+                }
                 let events = self.tracker.feed(&data);
                 self.last_output_at = Instant::now();
                 self.last_activity = ts as u64;

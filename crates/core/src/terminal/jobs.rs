@@ -38,7 +38,8 @@ pub async fn start(
             ptyhub_protocol::api::OnLease::Refuse,
             Duration::ZERO,
         )
-        .await?;
+        .await
+        .inspect_err(|error| crate::stats::input_refused(error, command.len()))?;
     let id = handle
         .exec(ExecRequest {
             command,

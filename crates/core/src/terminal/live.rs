@@ -397,6 +397,8 @@ enum Phase {
 
 /// One live connection. Dropping it leaves the terminal.
 pub struct Connection {
+    /// Counts this connection among the open ones while it lives.
+    _counted: crate::stats::LiveGuard,
     hub: Arc<Hub>,
     handle: TerminalHandle,
     log: TerminalLog,
@@ -512,6 +514,11 @@ impl TerminalHandle {
         let presence = hub.presence.subscribe();
         let replay_from = options.since_seq.or(replay_from);
         let mut connection = Connection {
+            _counted: crate::stats::global().live_opened(match options.mode {
+                LiveMode::Relay { .. } => crate::stats::LiveKind::Relay,
+                LiveMode::Attach => crate::stats::LiveKind::Attach,
+                LiveMode::Watch => crate::stats::LiveKind::Watch,
+            }),
             hub,
             handle: self.clone(),
             log: probe.log.clone(),
@@ -576,12 +583,12 @@ fn check_not_expired(
         .read(64 * 1024, events)
         .map_err(|e| TerminalError::internal(format!("cannot read the event log: {e}")))?;
     match events.first() {
-        Some(first) if read > 0 && first.seq > after.next() => Err(TerminalError::CursorExpired {
-            detail: format!(
+        Some(first) if read > 0 && first.seq > after.next() => {
+            Err(TerminalError::cursor_expired(format!(
                 "the log no longer keeps the events after seq {after} (the oldest kept is {})",
                 first.seq
-            ),
-        }),
+            )))
+        }
         _ => Ok(()),
     }
 }
@@ -675,12 +682,10 @@ impl Connection {
                             // The log no longer keeps where this connection was: say so rather
                             // than skip output silently.
                             self.pending.push_back(LiveFrame::Failed(
-                                TerminalError::CursorExpired {
-                                    detail: format!(
-                                        "this connection fell behind what the log keeps (it had seq {}); reconnect",
-                                        self.last
-                                    ),
-                                },
+                                TerminalError::cursor_expired(format!(
+                                    "this connection fell behind what the log keeps (it had seq {}); reconnect",
+                                    self.last
+                                )),
                             ));
                         }
                         Ok(_) => {
@@ -688,6 +693,7 @@ impl Connection {
                             // next event is no longer in memory) lags like a live one.
                             if !self.is_told_lagged && self.hub.has_dropped_after(self.last) {
                                 self.is_told_lagged = true;
+                                crate::stats::global().lagged();
                                 self.pending.push_back(LiveFrame::Lagged { seq: self.last });
                             }
                             let frames: Vec<LiveEvent> =
@@ -729,6 +735,7 @@ impl Connection {
                         }
                         Recent::Lagged => {
                             self.is_told_lagged = true;
+                            crate::stats::global().lagged();
                             self.pending.push_back(LiveFrame::Lagged { seq: self.last });
                             self.phase = Phase::CatchUp {
                                 reader: self.log.reader(self.last),
@@ -838,9 +845,15 @@ impl Connection {
     /// Writes a client's input to the terminal, if this connection may write and nobody else
     /// holds the keyboard.
     pub async fn input(&self, data: &[u8]) -> Result<(), TerminalError> {
-        self.require_writer("write to")?;
         let writer = self.writer();
-        self.hub.admits(&writer)?;
+        if let Err(error) = self
+            .require_writer("write to")
+            .and_then(|()| self.hub.admits(&writer))
+        {
+            crate::stats::global()
+                .input_refused(crate::stats::InputRefusal::of(&error), data.len());
+            return Err(error);
+        }
         let data = if self.is_query_answerer() {
             std::borrow::Cow::Borrowed(data)
         } else {

@@ -344,12 +344,17 @@ impl TerminalHandle {
         let (tx, rx) = mpsc::channel(REQUESTS_QUEUED);
         let (seq_tx, seq) = watch::channel(Seq::ZERO);
         let live = std::sync::Arc::new(live::Hub::default());
+        // Every line the actor logs names its terminal.
+        let span = tracing::info_span!("terminal", id = %meta.id, owner = %meta.owner);
         let actor = Actor::new(dir, meta, backend, seq_tx, std::sync::Arc::clone(&live));
-        tokio::spawn(async move {
-            actor.run(rx).await;
-            // The actor and everything it held are dropped now: give the freed pages back.
-            crate::memory::trim_heap();
-        });
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                actor.run(rx).await;
+                // The actor and everything it held are dropped now: give the freed pages back.
+                crate::memory::trim_heap();
+            },
+            span,
+        ));
         Self {
             tx,
             seq,
@@ -468,13 +473,20 @@ impl TerminalHandle {
         data: Vec<u8>,
         source: InputSource,
     ) -> Result<InputReceipt, TerminalError> {
-        self.ask(|reply| Request::Input {
-            data,
-            discard_unread: false,
-            source: Some(source),
-            reply,
-        })
-        .await?
+        let bytes = data.len();
+        let outcome = self
+            .ask(|reply| Request::Input {
+                data,
+                discard_unread: false,
+                source: Some(source),
+                reply,
+            })
+            .await
+            .and_then(|answer| answer);
+        if let Err(error) = &outcome {
+            crate::stats::global().input_refused(crate::stats::InputRefusal::of(error), bytes);
+        }
+        outcome
     }
 
     /// Discards every byte typed earlier that no program has read yet, so it can never run
@@ -736,6 +748,10 @@ impl Actor {
     }
 
     async fn run(mut self, mut requests: mpsc::Receiver<Request>) {
+        tracing::debug!(
+            backend = self.meta.backend.as_str(),
+            "following the terminal"
+        );
         self.attach().await;
         // Output applied since this task last let the others run.
         let mut slice = 0;

@@ -88,8 +88,10 @@ pub async fn observe(
             detail: "cursor is ahead of this terminal".to_owned(),
         });
     }
-    let expired = || TerminalError::CursorExpired {
-        detail: "cursor is older than the history kept; observe again without a cursor".to_owned(),
+    let expired = || {
+        TerminalError::cursor_expired(
+            "cursor is older than the history kept; observe again without a cursor",
+        )
     };
     let cannot_read =
         |e: std::io::Error| TerminalError::internal(format!("cannot read the event log: {e}"));

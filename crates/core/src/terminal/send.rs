@@ -77,7 +77,8 @@ pub async fn send(
         let writer = super::live::Writer::caller(request.source.clone());
         handle
             .wait_for_keyboard(&writer, request.on_lease, request.deadline)
-            .await?;
+            .await
+            .inspect_err(|error| crate::stats::input_refused(error, request.text.len()))?;
     }
     let mut seq = handle.seq();
     let (now_command, is_starting) = wait_until_ready(handle, &mut seq, deadline).await?;

@@ -117,12 +117,10 @@ pub fn read_output(source: &CommandSource) -> Result<String, TerminalError> {
         |e: std::io::Error| TerminalError::internal(format!("cannot read the event log: {e}"));
     let oldest = source.log.oldest_seq().map_err(cannot_read)?;
     if oldest.is_some_and(|oldest| oldest > start.seq) {
-        return Err(TerminalError::CursorExpired {
-            detail: format!(
-                "the output of command {} is older than the oldest event the log keeps",
-                source.entry.id
-            ),
-        });
+        return Err(TerminalError::cursor_expired(format!(
+            "the output of command {} is older than the oldest event the log keeps",
+            source.entry.id
+        )));
     }
     let end = source.entry.end_seq;
     let mut reader = source.log.reader(Seq(start.seq.0.saturating_sub(1)));
