@@ -535,7 +535,7 @@ impl Registry {
             )
             .await?;
         let entry = Entry::new(None, dir.clone(), &meta);
-        let handle = TerminalHandle::spawn(dir, meta, backend);
+        let handle = TerminalHandle::spawn_created(dir, meta, backend);
         self.entries.lock().await.insert(
             key,
             Entry {

@@ -267,8 +267,9 @@ impl Actor {
         let mut queries = Vec::new();
         let published = match kind {
             EventKind::Output { data } => {
-                // Output replayed at start was counted by the server that saw it happen.
-                if self.replay_until.is_some_and(|until| seq > until) {
+                // Output replayed at start was counted by the server that saw it happen, unless
+                // the terminal is this server's own.
+                if self.counts_all_output || self.replay_until.is_some_and(|until| seq > until) {
                     crate::stats::global().bytes_logged(data.len());
                 }
                 let events = self.tracker.feed(&data);

@@ -341,12 +341,28 @@ impl TerminalHandle {
     /// Starts the actor for a terminal directory. A running terminal is followed live through
     /// its backend; one that is not (or whose host is gone) is replayed from its log.
     pub fn spawn(dir: PathBuf, meta: TerminalMeta, backend: Arc<dyn Backend>) -> Self {
+        Self::spawn_as(dir, meta, backend, false)
+    }
+
+    /// [`Self::spawn`] for a terminal this server has just created: all its output is new to
+    /// the server's metrics, even what it printed before the actor had connected.
+    pub fn spawn_created(dir: PathBuf, meta: TerminalMeta, backend: Arc<dyn Backend>) -> Self {
+        Self::spawn_as(dir, meta, backend, true)
+    }
+
+    fn spawn_as(
+        dir: PathBuf,
+        meta: TerminalMeta,
+        backend: Arc<dyn Backend>,
+        is_created: bool,
+    ) -> Self {
         let (tx, rx) = mpsc::channel(REQUESTS_QUEUED);
         let (seq_tx, seq) = watch::channel(Seq::ZERO);
         let live = std::sync::Arc::new(live::Hub::default());
         // Every line the actor logs names its terminal.
         let span = tracing::info_span!("terminal", id = %meta.id, owner = %meta.owner);
-        let actor = Actor::new(dir, meta, backend, seq_tx, std::sync::Arc::clone(&live));
+        let mut actor = Actor::new(dir, meta, backend, seq_tx, std::sync::Arc::clone(&live));
+        actor.counts_all_output = is_created;
         tokio::spawn(tracing::Instrument::instrument(
             async move {
                 actor.run(rx).await;
@@ -676,6 +692,9 @@ struct Actor {
     /// The holder's last `seq` when this actor connected: until the actor has applied it, the
     /// tracker is replaying history and no command may be submitted.
     replay_until: Option<Seq>,
+    /// The terminal is this server's own creation: its whole output counts in the metrics
+    /// (else only what comes after the history it connected to).
+    counts_all_output: bool,
     /// Input requests sent to the holder and not yet answered, in order; `Some` when a client
     /// waits for the answer.
     input_acks: VecDeque<Option<InputAck>>,
@@ -732,6 +751,7 @@ impl Actor {
             last_output_at: Instant::now(),
             has_typed_input: true,
             replay_until: None,
+            counts_all_output: false,
             input_acks: VecDeque::new(),
             storage_error: None,
             holder_protocol: None,
