@@ -10,7 +10,7 @@ use super::{create, exec, get, start};
 use ptyhub_test_support::{Ptyhub, Tmux, data, default_timeout, processes_with_arg, wait_until};
 
 /// A tmux pane running a plain bash, with the CLI pointed at this server.
-fn pane(hub: &Ptyhub, home: &std::path::Path) -> Tmux {
+pub(super) fn pane(hub: &Ptyhub, home: &std::path::Path) -> Tmux {
     let socket = hub.socket.display().to_string();
     let home = home.display().to_string();
     Tmux::start(

@@ -314,18 +314,7 @@ async fn a_rootfs_terminal_resizes_with_sigwinch_inside_and_a_person_attaches_to
     // the sandbox, its output reaches the pane, the sandbox follows the pane's size, and a
     // detach leaves it running.
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let socket = hub.socket.display().to_string();
-    let home_text = home.path().display().to_string();
-    let pane = ptyhub_test_support::Tmux::start(
-        "PS1='pane$ ' exec bash --norc --noprofile",
-        100,
-        30,
-        &[
-            ("PTYHUB_SOCKET", &socket),
-            ("HOME", &home_text),
-            ("TERM", "xterm-256color"),
-        ],
-    );
+    let pane = super::attach::pane(&hub, home.path());
     pane.wait_for("pane$").await;
     pane.type_line(&format!(
         "{} terminal attach {id}",

@@ -13,8 +13,10 @@ use ptyhub_protocol::live::ServerFrame;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::attach::pane;
+use super::ws::{connect, next_message};
 use super::{create, exec, exec_raw, get, manifest_dir, post, start};
-use ptyhub_test_support::{Ptyhub, Tmux, data, default_timeout, is_alive, wait_until};
+use ptyhub_test_support::{Ptyhub, data, default_timeout, is_alive, wait_until};
 
 /// The commit whose build plays the older ptyhub: the last one before the holder protocol was
 /// negotiated, so its holders speak version 1 alone and refuse any other `hello`.
@@ -26,23 +28,6 @@ const LOCAL_RESET: &[u8] =
 
 fn ptyhub_exe() -> &'static str {
     env!("CARGO_BIN_EXE_ptyhub")
-}
-
-async fn connect(client: &Client, path: &str) -> LiveSocket {
-    client
-        .websocket(path)
-        .await
-        .unwrap_or_else(|e| panic!("websocket {path}: {e}"))
-}
-
-/// The next message; `None` once the connection ended.
-async fn next_message(socket: &mut LiveSocket) -> Option<LiveMessage> {
-    use futures_util::StreamExt;
-    match tokio::time::timeout(default_timeout(), socket.next()).await {
-        Ok(Some(Ok(message))) => Some(message),
-        Ok(Some(Err(_)) | None) => None,
-        Err(_) => panic!("no frame within the timeout"),
-    }
 }
 
 /// Reads JSON frames until one of type `kind`, which it returns.
@@ -212,22 +197,6 @@ async fn sigterm_tells_websockets_and_event_streams_why_and_the_next_server_resu
         "nothing before the seq again: {text}"
     );
     assert_eq!(hub.holder_pids(), vec![holder], "the same holder");
-}
-
-/// A tmux pane running a plain bash, with the CLI pointed at this server.
-fn pane(hub: &Ptyhub, home: &Path) -> Tmux {
-    let socket = hub.socket.display().to_string();
-    let home = home.display().to_string();
-    Tmux::start(
-        "PS1='pane$ ' exec bash --norc --noprofile",
-        100,
-        30,
-        &[
-            ("PTYHUB_SOCKET", &socket),
-            ("HOME", &home),
-            ("TERM", "xterm-256color"),
-        ],
-    )
 }
 
 fn read_file(path: &Path) -> Vec<u8> {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::{create, exec, get, start};
 use ptyhub_test_support::{Ptyhub, data, default_timeout, wait_until};
 
-async fn connect(client: &Client, path: &str) -> LiveSocket {
+pub(super) async fn connect(client: &Client, path: &str) -> LiveSocket {
     client
         .websocket(path)
         .await
@@ -19,7 +19,7 @@ async fn connect(client: &Client, path: &str) -> LiveSocket {
 }
 
 /// The next message, or a panic after the test timeout.
-async fn next_message(socket: &mut LiveSocket) -> Option<LiveMessage> {
+pub(super) async fn next_message(socket: &mut LiveSocket) -> Option<LiveMessage> {
     match tokio::time::timeout(default_timeout(), socket.next()).await {
         Ok(Some(Ok(message))) => Some(message),
         Ok(Some(Err(_)) | None) => None,
