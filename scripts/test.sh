@@ -96,6 +96,9 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+# Panics print their message and place; a backtrace per failure would push the summary below
+# out of what a CI log's tail shows.
+export RUST_BACKTRACE=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
@@ -103,6 +106,11 @@ cargo test --workspace 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run (cargo prints one per test binary, the last often empty).
+# Each failure's message again, short, so the log's tail says why as well as what.
+if [ "$status" != 0 ]; then
+  echo "failures, with their messages:"
+  awk '/^thread .* panicked at / { print; n = 6; next } n > 0 { print "    " $0; n--; if ($0 == "") n = 0 }' "$log" | cut -c1-400
+fi
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;?$/) p += $i; if ($(i+1) ~ /^failed;?$/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"
