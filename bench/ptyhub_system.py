@@ -153,6 +153,33 @@ class Ptyhub:
             doc = {"success": False, "message": raw[:300].decode(errors="replace")}
         return resp.status, doc
 
+    def metric(self, name: str) -> float | None:
+        """The value of the unlabelled metric `name` at `/metrics` (None when it has none)."""
+        conn = self._connect()
+        try:
+            conn.request("GET", self.base + "/metrics",
+                         headers={"Authorization": f"Bearer {self.token}"})
+            text = conn.getresponse().read().decode(errors="replace")
+        finally:
+            conn.close()
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
+    def wait_screens_asleep(self, n: int, timeout: float = 30) -> float | None:
+        """Waits until `n` screens are asleep (an idle terminal's steady state, docs/memory.md);
+        seconds waited, or None when the server has no such metric or they did not."""
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < timeout:
+            asleep = self.metric("ptyhub_screens_asleep")
+            if asleep is None:
+                return None
+            if asleep >= n:
+                return time.perf_counter() - t0
+            time.sleep(0.25)
+        return None
+
     def ok(self, method, path, body=None, conn=None) -> dict:
         status, doc = self.request(method, path, body, conn)
         if status >= 300 or not doc.get("success"):
@@ -548,6 +575,9 @@ class Ptyhub:
                 holders = self.holder_pids_from_proc()
                 source = "/proc scan (meta.json had fewer holder_pid entries)"
             settle = wait_cpu_settled(lambda: [self.proc.pid] + holders + shells)
+            # The prompt checks read (and so woke) every screen: measure once they sleep
+            # again, as an idle terminal's do.
+            asleep_s = self.wait_screens_asleep(len(metas))
             time.sleep(1.0)
             hpss, hrss, huss, hfound = sum_pss(holders)
             spss, srss, suss, sfound = sum_pss(shells)
@@ -560,7 +590,7 @@ class Ptyhub:
                 "server_pss_kib": server[0] if server else None,
                 "server_rss_kib": server[1] if server else None,
                 "server_uss_kib": server[2] if server else None,
-                "settle_s": settle,
+                "settle_s": settle, "screens_asleep_wait_s": asleep_s,
             }
         return out
 

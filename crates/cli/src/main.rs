@@ -253,6 +253,13 @@ fn default_max_connections() -> usize {
     usize::try_from(soft / 4).unwrap_or(16384).clamp(64, 16384)
 }
 
+/// Whether this process was started as `ptyhub holder`, as the launcher starts it (with global
+/// options too it goes through the parser first).
+fn is_holder_invocation() -> bool {
+    let mut args = std::env::args_os().skip(1);
+    args.next().is_some_and(|first| first == "holder") && args.next().is_none()
+}
+
 /// `--backend` / `PTYHUB_BACKEND`.
 fn parse_backend(text: &str) -> Result<DefaultBackend, String> {
     DefaultBackend::parse(text)
@@ -260,6 +267,12 @@ fn parse_backend(text: &str) -> Result<DefaultBackend, String> {
 }
 
 fn main() -> std::process::ExitCode {
+    // A holder lives as long as its terminal, one per terminal: it starts before the parser,
+    // whose command tree costs tens of KiB of stack and heap that would stay resident in
+    // every holder (docs/memory.md).
+    if is_holder_invocation() {
+        return exit_code(ptyhub_core::holder::run());
+    }
     let cli = Cli::parse();
     if matches!(cli.command, Command::Holder) {
         return exit_code(ptyhub_core::holder::run());

@@ -87,6 +87,22 @@ fn main() -> std::io::Result<()> {
         .unwrap_or(5.0);
     let chunks = flood(mib);
     let mut parts = Vec::new();
+    // What an idle terminal holds: a shell that printed its prompt and nothing else.
+    let prompt = [mark("A"), b"user@host:~$ ".to_vec(), mark("B")].concat();
+    for (cols, rows) in [(80, 24), (200, 50)] {
+        parts.push(measure(
+            &format!("VT screen {cols}x{rows} of an idle terminal (one prompt)"),
+            || Screen::new(cols, rows),
+            |screen| screen.feed(&prompt),
+        ));
+    }
+    parts.push(measure(
+        "command tracker of an idle terminal (one prompt)",
+        || CommandTracker::new(NONCE),
+        |tracker| {
+            tracker.feed(&prompt);
+        },
+    ));
     parts.push(measure(
         "VT screen 80x24 (cells for the screen and the newest rows, text for older rows)",
         || Screen::new(80, 24),

@@ -246,6 +246,61 @@ impl Screen {
     pub fn dump(&self) -> String {
         self.vt.dump()
     }
+
+    /// Puts the screen to sleep: the emulator and its cells go, and what it showed stays as
+    /// the escape sequences that repaint it ([`Screen::dump`]: the visible rows of both
+    /// buffers with their colours, the cursor, the modes and an unfinished sequence). The
+    /// emulator's own scrollback rows join the older rows as their text, which is all a
+    /// reader of the scrollback gets of them; only their reflow on a later resize is lost.
+    pub fn sleep(mut self) -> SleepingScreen {
+        let (cols, rows) = self.vt.size();
+        let primary: Vec<String> = self
+            .vt
+            .primary_screen()
+            .all_lines()
+            .map(|line| line.text().trim_end().to_owned())
+            .collect();
+        for line in &primary[..primary.len().saturating_sub(rows)] {
+            self.older.push(line);
+        }
+        SleepingScreen {
+            cols,
+            rows,
+            dump: self.vt.dump().into_boxed_str(),
+            decoder: self.decoder,
+            older: self.older,
+        }
+    }
+}
+
+/// A screen asleep ([`Screen::sleep`]): a few hundred bytes for an idle shell's prompt where the
+/// emulator holds every cell of both buffers (80×24: about 70 KiB).
+pub struct SleepingScreen {
+    cols: usize,
+    rows: usize,
+    dump: Box<str>,
+    decoder: Utf8Decoder,
+    older: TextRows,
+}
+
+impl SleepingScreen {
+    /// The screen again, as it was: a fresh emulator of the same size fed the dump.
+    pub fn wake(self) -> Screen {
+        let mut vt =
+            avt::Terminal::with_scrollback(self.cols, self.rows, Some(EMULATOR_SCROLLBACK_LINES))
+                .unwrap_or_else(|_| fallback_terminal());
+        vt.feed(&*self.dump);
+        Screen {
+            vt,
+            decoder: self.decoder,
+            older: self.older,
+        }
+    }
+
+    /// Bytes it holds (the dump and the older rows' text).
+    pub fn held_bytes(&self) -> usize {
+        self.dump.len() + self.older.bytes
+    }
 }
 
 fn to_u16(n: usize) -> u16 {
@@ -312,6 +367,69 @@ mod tests {
         // A hard reset forgets the scrollback, text rows included.
         screen.feed(b"\x1bc");
         assert_eq!(screen.all_lines().len(), 4);
+    }
+
+    /// Everything a reader gets of a screen (its rows, size, cursor, which buffer shows), and
+    /// the dump, which holds what later output depends on (modes, pen, parser state).
+    fn observed(screen: &Screen) -> String {
+        let view = screen.view();
+        format!(
+            "{:?} {:?} {:?} {:?} {}",
+            screen.all_lines(),
+            screen.dump(),
+            screen.size(),
+            screen.cursor(),
+            view.is_alternate_screen,
+        )
+    }
+
+    #[test]
+    fn a_screen_put_to_sleep_wakes_as_it_was_and_goes_on_alike() {
+        let histories: [&[u8]; 6] = [
+            b"\x1b]133;A\x07user@host:~$ \x1b]133;B\x07",
+            b"\x1b[1;31mred\x1b[0m plain \x1b[38;5;200mpink\x1b[48;2;1;2;3m bg\x1b[0m\r\n\x1b[4munder",
+            // A line that wraps, then more rows than the screen has (emulator scrollback).
+            b"0123456789012345678901234567890123456789\r\nl1\r\nl2\r\nl3\r\nl4\r\nl5\r\nl6\r\nlast",
+            // A full-screen program: the alternate screen, a scroll region, a saved cursor.
+            b"before\r\n\x1b[?1049h\x1b[2J\x1b[H\x1b[2;4rtop\x1b7\x1b[3;5Hmid\x1b[?25l",
+            // An escape sequence cut off in the middle, and a character cut off in the middle.
+            b"half \x1b[3",
+            b"caf\xc3",
+        ];
+        for (i, history) in histories.iter().enumerate() {
+            let mut awake = Screen::new(20, 5);
+            let mut slept = Screen::new(20, 5);
+            awake.feed(history);
+            slept.feed(history);
+            let before = observed(&slept);
+            let mut slept = slept.sleep().wake();
+            assert_eq!(
+                observed(&slept),
+                before,
+                "history {i}: the screen woke as it was"
+            );
+            // The same output and a resize after it give the same screen.
+            for more in [
+                &b"\x1b[0m\xa9 next\r\nrow"[..],
+                b"\x1b[?1049l\x1b[rback\r\n",
+            ] {
+                awake.feed(more);
+                slept.feed(more);
+                assert_eq!(awake.view().lines, slept.view().lines, "history {i}");
+                assert_eq!(awake.cursor(), slept.cursor(), "history {i}");
+            }
+            awake.resize(20, 3);
+            slept.resize(20, 3);
+            assert_eq!(awake.all_lines(), slept.all_lines(), "history {i}");
+        }
+    }
+
+    #[test]
+    fn a_sleeping_screen_holds_far_less_than_its_cells() {
+        let mut screen = Screen::new(80, 24);
+        screen.feed(b"\x1b]133;A\x07user@host:~$ \x1b]133;B\x07");
+        let asleep = screen.sleep();
+        assert!(asleep.held_bytes() < 1024, "{}", asleep.held_bytes());
     }
 
     #[test]

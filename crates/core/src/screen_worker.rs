@@ -9,22 +9,37 @@
 //! same lock, so every read sees exactly the events the actor had applied before it. Nothing is
 //! queued in memory, so a flood costs no memory, only a screen that catches up later (from the
 //! oldest kept event, if it fell further behind than the log keeps).
+//!
+//! A screen nobody fed or read for [`SLEEP_AFTER`] is put to sleep by the same thread
+//! ([`Screen::sleep`]): an idle terminal keeps the few hundred bytes that repaint its screen
+//! instead of the emulator's cells, and the next output or read wakes it (docs/memory.md).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak, mpsc};
+use std::time::{Duration, Instant};
 
 use ptyhub_protocol::event::{Event, EventKind, Seq};
 
 use crate::event_log::{LogReader, TerminalLog};
-use crate::screen::{Screen, ScreenView};
+use crate::screen::{Screen, ScreenView, SleepingScreen};
 
 /// The background thread applies at most this much log of one terminal before moving on.
 const SLICE_BYTES: usize = 256 * 1024;
 /// Nice value of the background thread (lower priority than the output path).
 const WORKER_NICE: i32 = 10;
+/// A screen neither fed nor read for this long goes to sleep. Waking costs one emulator fed
+/// its dump (tens of microseconds for a prompt, a millisecond or so for a full 200×50
+/// screen), so a terminal that prints now and then pays little for it.
+pub const SLEEP_AFTER: Duration = Duration::from_secs(5);
+/// The heap is trimmed after screens went to sleep, at most this often (a trim walks the
+/// allocator's free lists under its lock).
+const TRIM_EVERY: Duration = Duration::from_millis(500);
 
+/// A screen and its reader of the log. The screen is awake or asleep, never both.
 struct Inner {
-    screen: Screen,
+    awake: Option<Screen>,
+    asleep: Option<SleepingScreen>,
     /// Its position is the last event applied.
     log: LogReader,
 }
@@ -36,12 +51,34 @@ struct Shared {
     target: AtomicU64,
     /// Whether the screen is in the background thread's inbox.
     is_queued: AtomicBool,
+    /// When the screen was last fed or read ([`now_ms`]); written under the lock.
+    used_at_ms: AtomicU64,
+    /// Whether the background thread will look at this screen to put it to sleep.
+    is_sleep_due: AtomicBool,
     inner: Mutex<Inner>,
+}
+
+/// Milliseconds since this process first asked.
+fn now_ms() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Inner {
     fn applied(&self) -> Seq {
         self.log.last_seq()
+    }
+
+    /// The screen, woken if it was asleep.
+    fn screen(&mut self) -> &mut Screen {
+        awake(&mut self.awake, &mut self.asleep)
+    }
+
+    fn sleep(&mut self) {
+        if let Some(screen) = self.awake.take() {
+            self.asleep = Some(screen.sleep());
+            crate::stats::global().screen_slept(true);
+        }
     }
 
     /// Applies log events up to `target`, reading at most about `budget` bytes.
@@ -57,11 +94,15 @@ impl Inner {
     }
 
     fn apply_log(&mut self, target: Seq, budget: usize) {
+        if self.log.last_seq() >= target {
+            return;
+        }
         let mut read = 0;
-        let screen = &mut self.screen;
-        while self.log.last_seq() < target && read < budget {
+        let screen = awake(&mut self.awake, &mut self.asleep);
+        let log = &mut self.log;
+        while log.last_seq() < target && read < budget {
             let step = SLICE_BYTES.min(budget - read).max(64 * 1024);
-            let passed = self.log.read_lines(step, Some(target), &mut |_, line| {
+            let passed = log.read_lines(step, Some(target), &mut |_, line| {
                 read += line.len() + 1;
                 if let Ok(event) = Event::from_json_line(line) {
                     apply_event(screen, event);
@@ -73,6 +114,17 @@ impl Inner {
             }
         }
     }
+}
+
+/// The screen of `awake`, woken from `asleep` first if that is where it is.
+fn awake<'a>(awake: &'a mut Option<Screen>, asleep: &mut Option<SleepingScreen>) -> &'a mut Screen {
+    awake.get_or_insert_with(|| match asleep.take() {
+        Some(sleeping) => {
+            crate::stats::global().screen_slept(false);
+            sleeping.wake()
+        }
+        None => Screen::new(1, 1),
+    })
 }
 
 fn apply_event(screen: &mut Screen, event: Event) {
@@ -94,36 +146,55 @@ pub struct SharedScreen {
 impl SharedScreen {
     /// A screen of `cols`×`rows` that follows the terminal's `log`.
     pub fn new(log: &TerminalLog, cols: u16, rows: u16) -> Self {
-        Self {
-            shared: Arc::new(Shared {
-                target: AtomicU64::new(0),
-                is_queued: AtomicBool::new(false),
-                inner: Mutex::new(Inner {
-                    screen: Screen::new(cols, rows),
-                    log: log.reader(Seq::ZERO),
-                }),
+        let shared = Arc::new(Shared {
+            target: AtomicU64::new(0),
+            is_queued: AtomicBool::new(false),
+            used_at_ms: AtomicU64::new(now_ms()),
+            is_sleep_due: AtomicBool::new(false),
+            inner: Mutex::new(Inner {
+                awake: Some(Screen::new(cols, rows)),
+                asleep: None,
+                log: log.reader(Seq::ZERO),
             }),
-        }
+        });
+        shared.used(&Arc::downgrade(&shared));
+        Self { shared }
     }
 
     /// The screen must now show every event up to `seq` (already in the log). Never blocks.
     pub fn advance_to(&self, seq: Seq) {
         self.shared.target.fetch_max(seq.0, Ordering::AcqRel);
         if !self.shared.is_queued.swap(true, Ordering::AcqRel) {
-            let _ = worker().send(Arc::downgrade(&self.shared));
+            let _ = worker().send(Job::Advance(Arc::downgrade(&self.shared)));
         }
     }
 
-    /// Runs `read` on the screen with every event up to the target applied.
+    /// Runs `read` on the screen with every event up to the target applied (woken first if
+    /// it was asleep).
     pub fn read<T>(&self, read: impl FnOnce(&Screen) -> T) -> T {
         let mut inner = self.shared.lock();
         let target = Seq(self.shared.target.load(Ordering::Acquire));
         inner.apply(target, usize::MAX);
-        read(&inner.screen)
+        self.shared.used(&Arc::downgrade(&self.shared));
+        read(inner.screen())
     }
 
     pub fn view(&self) -> ScreenView {
         self.read(Screen::view)
+    }
+
+    /// Puts the screen to sleep if nobody fed or read it for `idle` and it is not behind its
+    /// target; else how much longer to wait before asking again. The background thread asks
+    /// with [`SLEEP_AFTER`].
+    #[cfg(test)]
+    fn sleep_if_idle(&self, idle: Duration) -> Option<Duration> {
+        self.shared.sleep_if_idle(idle)
+    }
+
+    /// Whether the screen is asleep now.
+    #[cfg(test)]
+    fn is_asleep(&self) -> bool {
+        self.shared.lock().asleep.is_some()
     }
 }
 
@@ -133,13 +204,73 @@ impl Shared {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+
+    /// Records a use (called under the lock) and makes sure the background thread will look at
+    /// the screen once it is idle.
+    fn used(&self, weak: &Weak<Shared>) {
+        self.used_at_ms.store(now_ms(), Ordering::Release);
+        if !self.is_sleep_due.swap(true, Ordering::AcqRel) {
+            let _ = worker().send(Job::Sleep(weak.clone()));
+        }
+    }
+
+    fn sleep_if_idle(&self, idle: Duration) -> Option<Duration> {
+        let mut inner = self.lock();
+        let idle_ms = now_ms().saturating_sub(self.used_at_ms.load(Ordering::Acquire));
+        let is_behind = inner.applied().0 < self.target.load(Ordering::Acquire);
+        if u128::from(idle_ms) >= idle.as_millis() && !is_behind {
+            inner.sleep();
+            self.is_sleep_due.store(false, Ordering::Release);
+            return None;
+        }
+        let waited = Duration::from_millis(idle_ms);
+        Some(idle.saturating_sub(waited).max(Duration::from_millis(100)))
+    }
+
+    /// Applies up to one slice of the log towards the target; whether the screen needs more.
+    fn advance(self: &Arc<Self>, weak: &Weak<Shared>) -> bool {
+        let target = Seq(self.target.load(Ordering::Acquire));
+        let (applied, is_stuck) = {
+            let mut inner = self.lock();
+            let before = inner.applied();
+            inner.apply(target, SLICE_BYTES);
+            if inner.applied() > before {
+                self.used(weak);
+            }
+            (inner.applied(), inner.applied() == before)
+        };
+        if applied < target && !is_stuck {
+            return true;
+        }
+        // Done, or the log cannot be read now (a later advance or read retries).
+        self.is_queued.store(false, Ordering::Release);
+        // An advance between the load and the store must not be lost.
+        let newer = self.target.load(Ordering::Acquire) > applied.0;
+        newer && !is_stuck && !self.is_queued.swap(true, Ordering::AcqRel)
+    }
 }
 
-/// The background thread's inbox: screens behind their target.
-fn worker() -> &'static mpsc::Sender<Weak<Shared>> {
-    static WORKER: OnceLock<mpsc::Sender<Weak<Shared>>> = OnceLock::new();
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.asleep.is_some() {
+            crate::stats::global().screen_slept(false);
+        }
+    }
+}
+
+/// What the background thread is asked to do with a screen.
+enum Job {
+    /// Apply what the log has up to the screen's target.
+    Advance(Weak<Shared>),
+    /// Put it to sleep once it is idle ([`SLEEP_AFTER`]).
+    Sleep(Weak<Shared>),
+}
+
+/// The background thread's inbox.
+fn worker() -> &'static mpsc::Sender<Job> {
+    static WORKER: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
     WORKER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Weak<Shared>>();
+        let (tx, rx) = mpsc::channel::<Job>();
         let requeue = tx.clone();
         let spawned = std::thread::Builder::new()
             .name("ptyhub-screen".to_owned())
@@ -155,35 +286,70 @@ fn worker() -> &'static mpsc::Sender<Weak<Shared>> {
                         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, WORKER_NICE);
                     }
                 }
-                while let Ok(weak) = rx.recv() {
-                    let Some(shared) = weak.upgrade() else {
-                        continue;
-                    };
-                    let target = Seq(shared.target.load(Ordering::Acquire));
-                    let (applied, is_stuck) = {
-                        let mut inner = shared.lock();
-                        let before = inner.applied();
-                        inner.apply(target, SLICE_BYTES);
-                        (inner.applied(), inner.applied() == before)
-                    };
-                    if applied >= target || is_stuck {
-                        // Done, or the log cannot be read now (a later advance or read retries).
-                        shared.is_queued.store(false, Ordering::Release);
-                        // An advance between the load and the store must not be lost.
-                        let newer = shared.target.load(Ordering::Acquire) > applied.0;
-                        if newer && !is_stuck && !shared.is_queued.swap(true, Ordering::AcqRel) {
-                            let _ = requeue.send(weak);
-                        }
-                    } else {
-                        let _ = requeue.send(weak);
-                    }
-                }
+                run_worker(&rx, &requeue);
             });
         if let Err(error) = spawned {
             tracing::warn!(%error, "no background screen thread; screens are updated on read");
         }
         tx
     })
+}
+
+fn run_worker(rx: &mpsc::Receiver<Job>, requeue: &mpsc::Sender<Job>) {
+    // Screens to look at once idle, in the order their time comes (every wait is about
+    // SLEEP_AFTER, so the front's comes first or close to it).
+    let mut sleepers: VecDeque<(Instant, Weak<Shared>)> = VecDeque::new();
+    // Screens put to sleep since the last trim of the heap, and when that was.
+    let mut untrimmed = 0;
+    let mut trimmed_at = Instant::now();
+    loop {
+        let trim_at = (untrimmed > 0).then(|| trimmed_at + TRIM_EVERY);
+        let wake_at = match (sleepers.front().map(|(at, _)| *at), trim_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let job = match wake_at {
+            Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                Ok(job) => Some(job),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            },
+            None => match rx.recv() {
+                Ok(job) => Some(job),
+                Err(_) => return,
+            },
+        };
+        match job {
+            Some(Job::Advance(weak)) => {
+                if let Some(shared) = weak.upgrade()
+                    && shared.advance(&weak)
+                {
+                    let _ = requeue.send(Job::Advance(weak));
+                }
+            }
+            Some(Job::Sleep(weak)) => sleepers.push_back((Instant::now() + SLEEP_AFTER, weak)),
+            None => {}
+        }
+        let now = Instant::now();
+        while sleepers.front().is_some_and(|(at, _)| *at <= now) {
+            let Some((_, weak)) = sleepers.pop_front() else {
+                break;
+            };
+            if let Some(shared) = weak.upgrade() {
+                match shared.sleep_if_idle(SLEEP_AFTER) {
+                    Some(wait) => sleepers.push_back((now + wait, weak)),
+                    None => untrimmed += 1,
+                }
+            }
+        }
+        if untrimmed > 0 && now >= trimmed_at + TRIM_EVERY {
+            // The cells freed lie between allocations that live on: only a trim gives their
+            // pages back.
+            crate::memory::trim_heap();
+            untrimmed = 0;
+            trimmed_at = Instant::now();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -219,6 +385,46 @@ mod tests {
         assert_eq!(view.cols, 30);
         assert_eq!(view.lines[view.lines.len() - 2], "line 99");
         assert_eq!(view.lines[view.lines.len() - 1], "last");
+        Ok(())
+    }
+
+    #[test]
+    fn an_idle_screen_sleeps_and_wakes_for_a_read_or_new_output() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;
+        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 20, 4);
+        let mut last = Seq::ZERO;
+        for i in 0..10 {
+            last = log.append(EventKind::Output {
+                data: format!("\x1b[3{}mline {i}\x1b[0m\r\n", i % 8).into_bytes(),
+            })?;
+        }
+        screen.advance_to(last);
+        let before = screen.read(|s| (s.view().lines, s.all_lines(), s.dump()));
+        // Just used: not yet.
+        assert!(screen.sleep_if_idle(Duration::from_secs(3600)).is_some());
+        assert!(!screen.is_asleep());
+        assert!(screen.sleep_if_idle(Duration::ZERO).is_none());
+        assert!(screen.is_asleep());
+        // A read wakes it, as it was.
+        assert_eq!(
+            screen.read(|s| (s.view().lines, s.all_lines(), s.dump())),
+            before
+        );
+        assert!(!screen.is_asleep());
+        // Asleep again, new output wakes it and lands on the screen it had.
+        assert!(screen.sleep_if_idle(Duration::ZERO).is_none());
+        let more = log.append(EventKind::Output {
+            data: b"after sleep".to_vec(),
+        })?;
+        screen.advance_to(more);
+        let view = screen.view();
+        assert_eq!(view.lines[2], "line 9");
+        assert_eq!(view.lines[3], "after sleep");
+        assert_eq!(
+            screen.read(Screen::all_lines)[..3],
+            ["line 0", "line 1", "line 2"]
+        );
         Ok(())
     }
 

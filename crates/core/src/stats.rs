@@ -250,6 +250,7 @@ pub struct Stats {
     input_refused: [AtomicU64; InputRefusal::ALL.len()],
     holders: [[AtomicU64; HolderEvent::ALL.len()]; BACKENDS],
     live: [AtomicI64; LiveKind::ALL.len()],
+    screens_asleep: AtomicI64,
 }
 
 impl Stats {
@@ -265,6 +266,7 @@ impl Stats {
             input_refused: [const { AtomicU64::new(0) }; InputRefusal::ALL.len()],
             holders: [const { [const { AtomicU64::new(0) }; HolderEvent::ALL.len()] }; BACKENDS],
             live: [const { AtomicI64::new(0) }; LiveKind::ALL.len()],
+            screens_asleep: AtomicI64::new(0),
         }
     }
 
@@ -316,6 +318,12 @@ impl Stats {
         LiveGuard { stats: self, kind }
     }
 
+    /// A terminal's screen was put to sleep (`asleep`) or woken (docs/memory.md).
+    pub fn screen_slept(&self, asleep: bool) {
+        self.screens_asleep
+            .fetch_add(if asleep { 1 } else { -1 }, Ordering::Relaxed);
+    }
+
     /// A copy of every counter.
     pub fn snapshot(&self) -> Snapshot {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -365,6 +373,7 @@ impl Stats {
                     (kind, u64::try_from(open).unwrap_or(0))
                 })
                 .collect(),
+            screens_asleep: u64::try_from(self.screens_asleep.load(Ordering::Relaxed)).unwrap_or(0),
         }
     }
 }
@@ -407,6 +416,8 @@ pub struct Snapshot {
     pub holders: Vec<(BackendKind, HolderEvent, u64)>,
     /// Open connections by kind.
     pub live: Vec<(LiveKind, u64)>,
+    /// Screens asleep: an idle terminal's VT screen kept as the sequences that repaint it.
+    pub screens_asleep: u64,
 }
 
 #[cfg(test)]

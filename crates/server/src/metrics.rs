@@ -334,6 +334,16 @@ impl Collector for Scraped {
                     .encode(family.encode_family(&labels)?)?;
             }
         }
+        {
+            let gauge = ConstGauge::new(i64::try_from(stats.screens_asleep).unwrap_or(i64::MAX));
+            gauge.encode(encoder.encode_descriptor(
+                "screens_asleep",
+                "Terminals whose VT screen is asleep: idle, it is kept as the escape sequences \
+                 that repaint it and woken by the next output or read",
+                None,
+                gauge.metric_type(),
+            )?)?;
+        }
         Ok(())
     }
 }

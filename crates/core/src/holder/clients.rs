@@ -85,6 +85,17 @@ impl Client {
     }
 }
 
+/// Lets go of the send buffers of subscribers that have sent everything (an idle holder keeps
+/// no buffer sized for its last burst; the next one allocates anew).
+pub(super) fn release_idle_buffers(clients: &mut [Client]) {
+    for client in clients {
+        if client.pending() == 0 {
+            client.outbox = Vec::new();
+            client.sent = 0;
+        }
+    }
+}
+
 /// Accepts every pending connection.
 pub(super) fn accept(listener: &UnixListener, clients: &mut Vec<Client>) {
     while let Ok((stream, _)) = listener.accept() {

@@ -339,6 +339,7 @@ impl ControlHolder {
         let is_ready =
             |flags: PollFlags| flags.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR);
         if n == 0 && self.has_heap_activity {
+            clients::release_idle_buffers(&mut self.clients);
             crate::memory::trim_heap();
             self.has_heap_activity = false;
         }

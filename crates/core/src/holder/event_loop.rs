@@ -204,6 +204,10 @@ impl Holder {
         let is_ready =
             |flags: PollFlags| flags.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR);
         if n == 0 && self.has_heap_activity {
+            clients::release_idle_buffers(&mut self.clients);
+            if self.input.is_empty() {
+                self.input = VecDeque::new();
+            }
             // Idle: hand the buffers of the last burst back to the system, so an idle holder
             // stays small (one per terminal).
             crate::memory::trim_heap();
