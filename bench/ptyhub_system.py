@@ -187,9 +187,11 @@ class Ptyhub:
         return doc.get("data") or {}
 
     def create(self, size) -> str:
+        # The native backend (a holder over a PTY), ptyhub's own path: with tmux installed,
+        # `auto` would host explicitly created terminals in a tmux server each.
         data = self.ok("POST", "/v2/pty/sessions",
                        {"cwd": str(self.env.work), "cols": size[0], "rows": size[1],
-                        "shell": self.env.bash})
+                        "shell": self.env.bash, "backend": "native"})
         sid = data.get("session_id")
         if not sid:
             raise PtyhubError(f"create: no session_id in {data}")
