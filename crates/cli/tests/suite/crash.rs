@@ -201,3 +201,32 @@ async fn a_restarted_server_ends_the_processes_of_a_holder_killed_with_sigkill()
     close(&client, &id).await;
     wait_until_gone(&job, &escapee).await;
 }
+
+/// A hangup or a Ctrl-C meant for the server (its whole process group, as a closing terminal or
+/// a foreground Ctrl-C sends them) never reaches a holder: each leads a session of its own,
+/// from its first instruction on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_to_the_servers_process_group_spare_its_holders() {
+    use rustix::process::{Pid, Signal, getpgid, getsid, kill_process_group};
+    let mut hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    exec(&client, &id, "export KEEP=2").await;
+    let holder = hub.holder_pids()[0];
+    let server = hub.server_pid().unwrap_or_else(|| panic!("no server"));
+    let pid = |n: u32| Pid::from_raw(n as i32).unwrap_or_else(|| panic!("pid {n}"));
+    let session = |n: u32| getsid(Some(pid(n))).unwrap_or_else(|e| panic!("getsid {n}: {e}"));
+    assert_eq!(session(holder), pid(holder), "the holder leads its session");
+    assert_ne!(session(holder), session(server));
+    // The harness starts the server in a group of its own, so the signal reaches nobody else.
+    let group = getpgid(Some(pid(server))).unwrap_or_else(|e| panic!("getpgid: {e}"));
+    assert_eq!(group, pid(server));
+    for signal in [Signal::INT, Signal::HUP] {
+        kill_process_group(group, signal).unwrap_or_else(|e| panic!("kill: {e}"));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(ptyhub_test_support::is_alive(holder), "the holder lives");
+    hub.restart();
+    let result = exec(&hub.http(), &id, "echo $KEEP").await;
+    assert_eq!(result["output"], "2");
+}

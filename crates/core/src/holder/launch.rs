@@ -6,7 +6,6 @@
 //! [`ReadyLine`] on stdout once its socket serves. The server reaps the holder process if it
 //! is still the parent when the holder ends; after a server restart nobody needs to.
 
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -66,19 +65,10 @@ impl HolderLauncher {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .kill_on_drop(false);
-        #[allow(
-            unsafe_code,
-            reason = "pre_exec is unsafe by nature; setsid has no safe spelling in std"
-        )]
-        // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            cmd.as_std_mut().pre_exec(|| {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        // No `pre_exec`: without one, std starts the holder with posix_spawn (a vfork) rather
+        // than a fork, whose copy of the server's page tables grows with every terminal the
+        // server holds. The holder leaves the server's session itself, first thing
+        // (`holder::run`).
         let mut child = cmd
             .spawn()
             .map_err(|e| LaunchError::new(format!("cannot start a holder: {e}")))?;

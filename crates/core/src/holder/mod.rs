@@ -103,6 +103,14 @@ pub struct ReadyLine {
 
 /// The hidden `holder` entry point. Returns the process exit code.
 pub fn run() -> i32 {
+    // Out of the server's session and process group before anything else, so that its
+    // terminal's signals (a Ctrl-C to a `ptyhub serve` in the foreground, a hangup) and its
+    // end never reach this holder. The launcher does not do it for the holder: a `pre_exec`
+    // would make every launch a fork of the whole server (`launch.rs`). Refused only to a
+    // process group leader (a holder started by hand from a shell), which stays where it is.
+    if let Err(error) = rustix::process::setsid() {
+        let _ = writeln!(io::stderr(), "holder: stays in its session: {error}");
+    }
     let mut line = String::new();
     let spec = io::stdin()
         .lock()
