@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import threading
 import time
@@ -584,6 +585,7 @@ class Ptyhub:
             hpss, hrss, huss, hfound = sum_pss(holders)
             spss, srss, suss, sfound = sum_pss(shells)
             server = read_pss(self.proc.pid)
+            latency = self.cold_latencies(ids)
             out["per_n"][n] = {
                 "n": n, "new": n - before, "found_holders": hfound, "found_shells": sfound,
                 "holder_pid_source": source, "create_s": created_s, "prompt_wait_s": prompt_s,
@@ -592,9 +594,26 @@ class Ptyhub:
                 "server_pss_kib": server[0] if server else None,
                 "server_rss_kib": server[1] if server else None,
                 "server_uss_kib": server[2] if server else None,
-                "settle_s": settle, "screens_asleep_wait_s": asleep_s,
+                "settle_s": settle, "screens_asleep_wait_s": asleep_s, "latency_ms": latency,
             }
         return out
+
+    def cold_latencies(self, ids: list[str], k: int = 5) -> dict:
+        """With every terminal idle (their screens asleep): medians in ms of a list of all
+        terminals, of a snapshot (`GET …/screen`) of `k` cold terminals, and of an exec of
+        `true` in `k` other cold ones (the oldest ones: first in, longest asleep)."""
+        def timed(method, path, body=None):
+            t0 = time.perf_counter()
+            self.ok(method, path, body)
+            return (time.perf_counter() - t0) * 1e3
+        lists = [timed("GET", "/v2/pty/sessions") for _ in range(k)]
+        cold = ids[: 2 * k]
+        snaps = [timed("GET", f"/v2/pty/sessions/{urllib.parse.quote(sid)}/screen")
+                 for sid in cold[:k]]
+        execs = [timed("POST", f"/v2/pty/sessions/{urllib.parse.quote(sid)}/exec",
+                       {"command": "true"}) for sid in cold[k:]]
+        return {"list": statistics.median(lists), "snapshot": statistics.median(snaps),
+                "exec": statistics.median(execs) if execs else None}
 
 
 # --------------------------------------------------------------------------------------------

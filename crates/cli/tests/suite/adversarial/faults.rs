@@ -394,9 +394,10 @@ async fn f1_repeated_kill_9_of_the_server_mid_stream_loses_nothing() {
     }
     let client = hub.http();
     let truth = wait_until("the producer ends", || async {
-        let truth = producer.truth();
-        (truth.len() >= bytes * 4 / 3 && producer.between(&log_bytes(&client, &id).await).is_some())
-            .then(|| sha256(&truth))
+        // The end marker is printed once `tee` has exited, so a log that has it means the
+        // copy is whole: read the copy only then (read before, it may still have grown).
+        producer.between(&log_bytes(&client, &id).await)?;
+        Some(sha256(&producer.truth()))
     })
     .await;
     assert_exact(

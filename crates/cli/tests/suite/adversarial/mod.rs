@@ -210,13 +210,28 @@ pub fn assert_exact(producer: &Producer, truth: &str, got: &[u8], who: &str) {
     let between = producer
         .between(got)
         .unwrap_or_else(|| panic!("{who}: no markers in {} bytes", got.len()));
-    assert_eq!(
-        sha256(between),
-        truth,
-        "{who}: {} bytes between the markers differ from the producer's {}",
-        between.len(),
-        producer.bytes
-    );
+    if sha256(between) != truth {
+        let copy = producer.truth();
+        let first = between
+            .iter()
+            .zip(&copy)
+            .position(|(a, b)| a != b)
+            .unwrap_or(between.len().min(copy.len()));
+        let around = |bytes: &[u8]| {
+            let from = first.saturating_sub(40);
+            String::from_utf8_lossy(&bytes[from..(first + 40).min(bytes.len())]).into_owned()
+        };
+        panic!(
+            "{who}: {} bytes between the markers differ from the producer's copy of {} \
+             ({} bytes asked of it); the first difference at byte {first}: got {:?}, \
+             the copy has {:?}",
+            between.len(),
+            copy.len(),
+            producer.bytes,
+            around(between),
+            around(&copy),
+        );
+    }
 }
 
 /// A process's figure from `/proc/<pid>/status` (`VmRSS`, `VmHWM`, `Threads`), in its unit.
