@@ -47,18 +47,24 @@ async fn jobs_run_await_and_cancel() {
         "a finished job stays readable"
     );
 
-    // A job that ignores ^C is killed; it ends CANCELLED and the terminal lives on.
+    // A job that ignores ^C is killed; it ends CANCELLED and the terminal lives on. The
+    // cancel comes once its program runs (a `sleep` no other process has): a fixed pause was
+    // not always enough on a busy machine.
+    let stubborn_sleep = format!("60.{}1", std::process::id());
     let stubborn = post(
         &client,
         &base,
-        json!({ "command": "trap '' INT; sleep 60" }),
+        json!({ "command": format!("trap '' INT; sleep {stubborn_sleep}") }),
     )
     .await;
     let stubborn_id = data(&stubborn)["job_id"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    wait_until("the stubborn job's program runs", || async {
+        (!processes_with_arg(&stubborn_sleep).is_empty()).then_some(())
+    })
+    .await;
     let cancelling = post(&client, &format!("{base}/{stubborn_id}/cancel"), json!({})).await;
     assert_eq!(
         data(&cancelling)["state"],
@@ -76,12 +82,21 @@ async fn jobs_run_await_and_cancel() {
     assert_eq!(exec(&client, &id, "echo alive").await["output"], "alive");
 
     // stop: the running job ends, the terminal stays.
-    let running = post(&client, &base, json!({ "command": "sleep 60" })).await;
+    let running_sleep = format!("60.{}2", std::process::id());
+    let running = post(
+        &client,
+        &base,
+        json!({ "command": format!("sleep {running_sleep}") }),
+    )
+    .await;
     let running_id = data(&running)["job_id"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    wait_until("the running job's program runs", || async {
+        (!processes_with_arg(&running_sleep).is_empty()).then_some(())
+    })
+    .await;
     let stopped = post(&client, &format!("/v2/pty/sessions/{id}/stop"), json!({})).await;
     assert_eq!(data(&stopped)["job_id"], running_id.as_str());
     let ended = post(
