@@ -124,9 +124,19 @@ async fn start_orphans(client: &Client, id: &str, job: &str, escapee: &str) {
     );
     let started = exec(client, id, &command).await;
     assert_eq!(started["status"], "completed", "{started}");
+    // The escapee counts once it leads its session: `setsid` run as a job forks first, and
+    // its child, still in the terminal's session for a moment, would go with it.
+    let leads_its_session = |pid: u32| {
+        rustix::process::Pid::from_raw(pid as i32).is_some_and(|pid| {
+            rustix::process::getsid(Some(pid)).is_ok_and(|session| session == pid)
+        })
+    };
     wait_until("the job and the escapee run", || async {
-        (!processes_with_arg(job).is_empty() && !processes_with_arg(escapee).is_empty())
-            .then_some(())
+        (!processes_with_arg(job).is_empty()
+            && processes_with_arg(escapee)
+                .into_iter()
+                .any(leads_its_session))
+        .then_some(())
     })
     .await;
 }
