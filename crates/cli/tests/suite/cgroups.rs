@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{create, exec, exec_raw, get, post, start};
-use ptyhub_client::{Client, Method};
+use super::{close, create, exec, exec_raw, get, post, start};
+use ptyhub_client::Client;
 use ptyhub_test_support::{Ptyhub, data, is_alive, kill_9, wait_until};
 
 /// The server's `cgroups` of `GET /v2/backends`, or `None` (and a printed reason) when it
@@ -74,14 +74,6 @@ fn procs(dir: &str) -> Vec<u32> {
         .lines()
         .filter_map(|line| line.trim().parse().ok())
         .collect()
-}
-
-async fn close(client: &Client, id: &str) {
-    let answer = client
-        .send(Method::DELETE, &format!("/v2/pty/sessions/{id}"), None)
-        .await
-        .unwrap_or_else(|e| panic!("close: {e}"));
-    assert_eq!(answer.status, 200, "{}", answer.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,10 +2,10 @@
 //! missing or duplicated byte. `kill -9` of a holder: the processes it leaves behind still end
 //! when the terminal is closed or a new server finds it gone.
 
-use ptyhub_client::{Client, Method};
+use ptyhub_client::Client;
 use serde_json::json;
 
-use super::{create, exec, exec_raw, get, start};
+use super::{close, create, exec, exec_raw, get, start};
 use ptyhub_test_support::{KillOnDrop, data, kill_9, processes_with_arg, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,14 +147,6 @@ async fn wait_until_gone(job: &str, escapee: &str) {
         (processes_with_arg(job).is_empty() && processes_with_arg(escapee).is_empty()).then_some(())
     })
     .await;
-}
-
-async fn close(client: &Client, id: &str) {
-    let closed = client
-        .send(Method::DELETE, &format!("/v2/pty/sessions/{id}"), None)
-        .await
-        .unwrap_or_else(|e| panic!("close: {e}"));
-    assert_eq!(closed.status, 200, "{}", closed.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -106,6 +106,19 @@ pub async fn get(client: &Client, path: &str) -> ptyhub_client::Answer {
         .unwrap_or_else(|e| panic!("GET {path}: {e}"))
 }
 
+/// Closes terminal `id` (`DELETE /v2/pty/sessions/{id}`) and checks it answered 200.
+pub async fn close(client: &Client, id: &str) {
+    let closed = client
+        .send(
+            ptyhub_client::Method::DELETE,
+            &format!("/v2/pty/sessions/{id}"),
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("close: {e}"));
+    assert_eq!(closed.status, 200, "{}", closed.body);
+}
+
 pub async fn post(client: &Client, path: &str, body: Value) -> ptyhub_client::Answer {
     client
         .send(Method::POST, path, Some(&body))

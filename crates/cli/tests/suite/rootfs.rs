@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{create, exec, get, post};
+use super::{close, create, exec, get, post};
 use ptyhub_client::{Client, Method};
 use ptyhub_test_support::{KillOnDrop, Ptyhub, data, is_alive, processes_with_arg, wait_until};
 
@@ -110,14 +110,6 @@ async fn send(client: &Client, id: &str, text: &str) -> Value {
     .await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     data(&answer).clone()
-}
-
-async fn close(client: &Client, id: &str) {
-    let answer = client
-        .send(Method::DELETE, &format!("/v2/pty/sessions/{id}"), None)
-        .await
-        .unwrap_or_else(|e| panic!("close: {e}"));
-    assert_eq!(answer.status, 200, "{}", answer.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::{create, exec, exec_raw, get, post};
+use super::{close, create, exec, exec_raw, get, post};
 use ptyhub_client::Client;
 use ptyhub_test_support::{Ptyhub, data, is_alive, wait_until};
 
@@ -230,15 +230,7 @@ async fn a_tmux_terminal_does_what_a_native_one_does_and_a_person_can_type_in_it
         .and_then(|pid| pid.trim().parse().ok())
         .unwrap_or_else(|| panic!("no job pid in {job}"));
     let (pane, server) = terminal_pids(&hub, &id, &socket);
-    let closed = client
-        .send(
-            ptyhub_client::Method::DELETE,
-            &format!("/v2/pty/sessions/{id}"),
-            None,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("close: {e}"));
-    assert_eq!(closed.status, 200, "{}", closed.body);
+    close(&client, &id).await;
     wait_until("every process of the terminal is gone", || async {
         [pane, server, job]
             .iter()
@@ -388,15 +380,7 @@ async fn a_restarted_server_gives_a_tmux_session_whose_holder_died_a_new_holder(
         "{new_holders:?}"
     );
     let (_, server) = terminal_pids(&hub, &id, &socket);
-    let closed = client
-        .send(
-            ptyhub_client::Method::DELETE,
-            &format!("/v2/pty/sessions/{id}"),
-            None,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("close: {e}"));
-    assert_eq!(closed.status, 200, "{}", closed.body);
+    close(&client, &id).await;
     wait_until("the reattached terminal's processes are gone", || async {
         (!is_alive(pane) && !is_alive(server)).then_some(())
     })

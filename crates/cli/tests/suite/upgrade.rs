@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::attach::pane;
 use super::ws::{connect, next_message};
-use super::{create, exec, exec_raw, get, manifest_dir, post, start};
+use super::{close, create, exec, exec_raw, get, manifest_dir, post, start};
 use ptyhub_test_support::{Ptyhub, data, default_timeout, is_alive, wait_until};
 
 /// The commit whose build plays the older ptyhub: the last one before the holder protocol was
@@ -338,15 +338,7 @@ async fn a_holder_of_a_protocol_the_server_does_not_speak_is_reported_and_left_r
     assert_ne!(refused.status, 200, "{}", refused.body);
 
     // Closing it is asked for: then everything of it ends.
-    let closed = client
-        .send(
-            ptyhub_client::Method::DELETE,
-            &format!("/v2/pty/sessions/{id}"),
-            None,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("close: {e}"));
-    assert_eq!(closed.status, 200, "{}", closed.body);
+    close(&client, &id).await;
     wait_until("every process of it ended", || async {
         (!is_alive(holder) && ptyhub_core::process::marked_processes(&mark).is_empty())
             .then_some(())
@@ -466,15 +458,7 @@ async fn holders_of_an_older_build_are_adopted_by_this_one() {
     assert_eq!(hub.holder_pids(), vec![holder], "the same holder");
 
     // Close leaves nothing.
-    let closed = client
-        .send(
-            ptyhub_client::Method::DELETE,
-            &format!("/v2/pty/sessions/{id}"),
-            None,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("close: {e}"));
-    assert_eq!(closed.status, 200, "{}", closed.body);
+    close(&client, &id).await;
     wait_until("every process of it ended", || async {
         (!is_alive(holder) && ptyhub_core::process::marked_processes(&mark).is_empty())
             .then_some(())
@@ -586,15 +570,7 @@ async fn holders_of_this_build_are_adopted_by_an_older_one() {
         "the history is whole under the older server"
     );
     assert_eq!(hub.holder_pids(), vec![holder], "the same holder");
-    let closed = client
-        .send(
-            ptyhub_client::Method::DELETE,
-            &format!("/v2/pty/sessions/{id}"),
-            None,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("close: {e}"));
-    assert_eq!(closed.status, 200, "{}", closed.body);
+    close(&client, &id).await;
     wait_until("the holder ended", || async {
         (!is_alive(holder)).then_some(())
     })

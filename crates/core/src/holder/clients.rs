@@ -9,7 +9,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use ptyhub_protocol::event::{CommandNote, EventKind, InputEvent, InputSource, Seq};
 use ptyhub_protocol::holder::{
     HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_MIN, HOLDER_PROTOCOL_VERSION, HolderMessage,
-    pick_version,
+    HolderRequest, pick_version,
 };
 
 use super::log_writer::LogWriter;
@@ -67,6 +67,25 @@ impl Client {
         if log.is_refusing() {
             self.send_message(&log.storage_message());
         }
+    }
+
+    /// Answers what both holder loops answer alike (`hello`, `subscribe`) and hands any
+    /// other request back to the loop.
+    pub(super) fn answer_common(
+        &mut self,
+        request: HolderRequest,
+        claim: Option<u32>,
+        log: &LogWriter,
+    ) -> Option<HolderRequest> {
+        match request {
+            HolderRequest::Hello {
+                version,
+                max_version,
+            } => self.answer_hello(version, max_version, claim, log),
+            HolderRequest::Subscribe { after_seq } => self.subscribe(after_seq, log),
+            other => return Some(other),
+        }
+        None
     }
 
     pub(super) fn pending(&self) -> usize {

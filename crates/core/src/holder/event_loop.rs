@@ -468,19 +468,14 @@ impl Holder {
     }
 
     fn handle_request(&mut self, i: usize, request: HolderRequest) {
+        let Some(request) =
+            self.clients[i].answer_common(request, self.spec.protocol_claim, &self.log)
+        else {
+            return;
+        };
         match request {
-            HolderRequest::Hello {
-                version,
-                max_version,
-            } => self.clients[i].answer_hello(
-                version,
-                max_version,
-                self.spec.protocol_claim,
-                &self.log,
-            ),
-            HolderRequest::Subscribe { after_seq } => {
-                self.clients[i].subscribe(after_seq, &self.log);
-            }
+            // Answered by `answer_common` above.
+            HolderRequest::Hello { .. } | HolderRequest::Subscribe { .. } => {}
             HolderRequest::Input {
                 data,
                 discard_unread,
