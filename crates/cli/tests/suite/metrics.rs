@@ -471,3 +471,42 @@ async fn the_local_socket_reads_the_metrics() {
     let text = answer.body.as_str().unwrap_or_default();
     assert!(text.contains("# HELP ptyhub_terminals "), "{text}");
 }
+
+/// An idle terminal's screen goes to sleep (`ptyhub_screens_asleep` counts it), and a read wakes
+/// it showing what it showed (docs/memory.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_terminals_screen_sleeps_and_a_read_wakes_it_as_it_was() {
+    let hub = super::start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    exec(
+        &client,
+        &id,
+        "printf '\\033[1;31mred-%s\\033[0m\\n' $((6*7))",
+    )
+    .await;
+    let screen_of = |answer: &ptyhub_client::Answer| {
+        let screen = ptyhub_test_support::data(answer);
+        (
+            screen["screen"].clone(),
+            screen["cursor_row"].clone(),
+            screen["cursor_col"].clone(),
+        )
+    };
+    let path = format!("/v2/pty/sessions/{id}/screen");
+    let before = screen_of(&get(&client, &path).await);
+    assert!(before.0.to_string().contains("red-42"), "{before:?}");
+    scrape_until(&client, "the screen is asleep", |s| {
+        s.value("ptyhub_screens_asleep", &[]) == 1.0
+    })
+    .await;
+    assert_eq!(
+        screen_of(&get(&client, &path).await),
+        before,
+        "woken as it was"
+    );
+    scrape_until(&client, "the read woke it", |s| {
+        s.value("ptyhub_screens_asleep", &[]) == 0.0
+    })
+    .await;
+}
