@@ -439,7 +439,12 @@ pub fn raise_server_priority() -> Vec<String> {
     let autogroup = std::path::Path::new("/proc/self/autogroup");
     // The group is the session's: changed only when the session is the server's own (a
     // service, or `setsid ptyhub serve`), never the shell's that started it.
-    let is_leader = rustix::process::getsid(None).ok() == Some(rustix::process::getpid());
+    // Asked of libc, not rustix: where the session's leader lives outside our pid namespace (a
+    // container, a CI runner) the kernel answers 0, which rustix's `Pid` refuses with a panic.
+    // SAFETY: a plain system call with no pointers.
+    #[allow(unsafe_code, reason = "rustix's getsid cannot return the kernel's 0")]
+    let session = unsafe { libc::getsid(0) };
+    let is_leader = u32::try_from(session).is_ok_and(|sid| sid == std::process::id());
     if autogroup.exists() {
         if !is_leader {
             refused.push(
