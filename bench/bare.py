@@ -91,6 +91,9 @@ class Bare:
         os.write(self.rt_fd, b"echo __ready_$((6*7))\r")
         self._rt_read_until(re.compile(rb"__ready_42"), 30)
 
+    def rt_pids(self) -> dict[str, list[int]]:
+        return {"shell": [self.rt_proc.pid]}
+
     def _rt_read_until(self, pattern: re.Pattern, timeout: float) -> tuple[re.Match, bytes]:
         deadline = time.monotonic() + timeout
         buf = b""

@@ -24,7 +24,7 @@ REPO = HERE.parent
 
 SYSTEMS = ("bare", "tmux", "ptyhub")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-WORKLOADS = ("throughput", "roundtrip", "memory", "fanout", "replay")
+WORKLOADS = ("throughput", "roundtrip", "memory", "fanout", "replay", "history")
 
 # Terminal sizes: 200x50 for throughput and round trip, 80x24 for idle terminals (memory).
 BIG = (200, 50)
@@ -162,6 +162,29 @@ def sum_pss(pids) -> tuple[int, int, int, int]:
     return pss, rss, uss, found
 
 
+def cpu_ns_and_switches(pids) -> tuple[int, int]:
+    """CPU time (ns, from each thread's schedstat: exact, not in 10 ms ticks) and context
+    switches (voluntary and not) of the processes, summed over their threads."""
+    ns = switches = 0
+    for pid in pids:
+        if not pid:
+            continue
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    ns += int(f.read().split()[0])
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    switches += sum(int(line.split()[1]) for line in f
+                                    if "ctxt_switches" in line)
+            except (OSError, IndexError, ValueError):
+                pass
+    return ns, switches
+
+
 def cpu_ticks(pids, children: bool = False) -> int:
     """utime + stime of the processes (with children: plus the CPU of children they reaped)."""
     total = 0
@@ -199,6 +222,17 @@ def wait_cpu_settled(pids_fn, quiet_ticks=2, interval=0.5, max_wait=60.0) -> flo
             break
         prev = cur
     return time.monotonic() - start
+
+
+def is_zombie(pid: int | None) -> bool:
+    """Whether the process has exited and waits to be reaped."""
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def kill_pid(pid: int, sig=signal.SIGKILL) -> None:

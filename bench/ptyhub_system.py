@@ -375,6 +375,55 @@ class Ptyhub:
             err = f"output={data.get('output')!r}"
         return secs, err
 
+    def log_bytes(self, sid: str) -> int:
+        """Bytes of the terminal's event log on disk (every kept segment)."""
+        pattern = str(self.state / "home" / "*" / "agent" / "*" / "session" / "*" /
+                      "terminal" / sid / "events*.jsonl")
+        return sum(os.path.getsize(p) for p in glob.glob(pattern))
+
+    def history_calls(self, sid: str) -> dict:
+        """One call of each kind an agent makes of a terminal, each timed (ms)."""
+        q = urllib.parse.quote(sid)
+
+        def timed(method, path, body=None, check=None):
+            t0 = time.perf_counter()
+            data = self.ok(method, path, body)
+            ms = (time.perf_counter() - t0) * 1e3
+            if check is not None and not check(data):
+                raise PtyhubError(f"{method} {path}: unexpected answer {json.dumps(data)[:300]}")
+            return ms, data
+
+        out = {}
+        out["exec"], _ = timed("POST", f"/v2/pty/sessions/{q}/exec",
+                               {"command": "true", "timeout": 30},
+                               lambda d: d.get("exit_code") == 0)
+        out["send"], _ = timed("POST", f"/v2/pty/sessions/{q}/send",
+                               {"text": "true", "submit": True, "deadline": 30},
+                               lambda d: d.get("wait_reason") == "stdin_read")
+        out["observe"], _ = timed("GET", f"/v2/pty/sessions/{q}/observe")
+        out["snapshot"], _ = timed("GET", f"/v2/pty/sessions/{q}/snapshot")
+        out["scrollback"], page = timed("GET", f"/v2/pty/sessions/{q}/scrollback?offset=0&lines=100")
+        total = int(page.get("total") or 0)
+        oldest = max(total - 100, 0)
+        out["scrollback oldest"], _ = timed(
+            "GET", f"/v2/pty/sessions/{q}/scrollback?offset={oldest}&lines=100")
+        out["scrollback_total_lines"] = total
+        return out
+
+    def rt_trivial_op(self, i: int) -> tuple[float, str | None]:
+        """GET /healthz on the round trip's connection: the HTTP floor of this client and server,
+        which an exec's own part is counted above."""
+        t0 = time.perf_counter()
+        status, doc = self.request("GET", "/healthz", None, self.rt_conn)
+        secs = time.perf_counter() - t0
+        return secs, None if status == 200 else f"HTTP {status}: {json.dumps(doc)[:300]}"
+
+    def rt_pids(self) -> dict[str, list[int]]:
+        """The processes a round trip runs through, by role (for their CPU per op)."""
+        meta = next((m for m in self.metas() if m.get("id") == self.rt_sid), {})
+        return {"server": [self.proc.pid], "holder": [meta.get("holder_pid")],
+                "shell": [meta.get("pid")]}
+
     def rt_send_op(self, i: int) -> tuple[float, str | None]:
         """`send` of `echo hi` until the shell reads again: what an agent waits for a step."""
         t0 = time.perf_counter()

@@ -161,6 +161,33 @@ def summarize(run: Run) -> tuple[dict, str]:
         md.append(f"p50 ratios: ptyhub/bare {fmt_ratio(ratio(php, bare))}, ptyhub/tmux control "
                   f"mode {fmt_ratio(ratio(php, ctl))}, ptyhub/tmux send-keys+capture-pane "
                   f"{fmt_ratio(ratio(php, poll))}.")
+        trivial = summary["roundtrip"].get("ptyhub_trivial", {}).get("p50_ms")
+        own = None
+        if None not in (php, trivial, bare):
+            # What is ptyhub's own in an exec round trip: the total minus this client's trivial
+            # request on the same connection minus the bare shell's round trip.
+            own = php - trivial - bare
+            summary["roundtrip"]["ptyhub_own_p50_ms"] = own
+            md.append(f"ptyhub's own part of an exec, p50: exec {php:.3f} − GET /healthz "
+                      f"{trivial:.3f} − bare shell {bare:.3f} = **{own:.3f} ms** "
+                      f"(target ≤ 0.1 ms).")
+        cpu_rows = [(v, d) for v, d in rt.items() if d.get("cpu_us_per_op")]
+        if cpu_rows:
+            md.append("")
+            md.append("CPU per op (µs, each process's threads, from `/proc/PID/task/*/schedstat`; "
+                      "median of rounds) and context switches per op (voluntary and not):")
+            md.append("")
+            md.append("| system | process | CPU µs/op | switches/op |")
+            md.append("|---|---|---|---|")
+            for v, d in cpu_rows:
+                for role, xs in d["cpu_us_per_op"].items():
+                    sw = d["switches_per_op"].get(role) or []
+                    cpu = statistics.median(xs)
+                    sws = statistics.median(sw) if sw else None
+                    summary["roundtrip"][v].setdefault("cpu_us_per_op", {})[role] = cpu
+                    summary["roundtrip"][v].setdefault("switches_per_op", {})[role] = sws
+                    md.append(f"| {d['label']} | {role} | {cpu:.1f} | "
+                              f"{'' if sws is None else f'{sws:.2f}'} |")
         send = summary["roundtrip"].get("ptyhub_send", {}).get("p50_ms")
         if send is not None and php is not None:
             # exec of the same command answers when its end mark arrives: what send adds to
@@ -179,6 +206,9 @@ def summarize(run: Run) -> tuple[dict, str]:
                         "value": r1, "met": None if r1 is None else r1 <= 1.0})
         targets.append({"target": "round trip: ptyhub p50 ≤ 0.1x tmux send-keys+capture-pane "
                                   "p50", "value": r2, "met": None if r2 is None else r2 <= 0.1})
+        if own is not None:
+            targets.append({"target": "round trip: ptyhub's own part of exec (p50) ≤ 0.1 ms",
+                            "value": own, "shown": f"{own:.3f} ms", "met": own <= 0.1})
         extra = summary["roundtrip"].get("send_over_exec_ms")
         if extra is not None:
             targets.append({"target": "send: stdin_read within 10 ms (p50) of exec's answer",
@@ -583,6 +613,42 @@ def summarize(run: Run) -> tuple[dict, str]:
             f"{t}: " + ", ".join(f"{x:.1f}" for x in row["rounds_ms"])
             for t, row in summary["replay"].items()) + ".")
         md.append("")
+
+    # ---- history
+    hi = R.get("history") or {}
+    if hi.get("long"):
+        f = R.get("history_file") or {}
+        logs = hi.get("log_bytes") or {}
+        lines = hi.get("scrollback_lines") or {}
+        md.append("## (f) Long history: a terminal with a long past against one with none")
+        md.append("")
+        md.append(f"Two terminals of one server, one fresh, one that printed a "
+                  f"{fmt(f.get('bytes', 0) / 1e6, 3)} MB mixed file (`cat`, via exec): event logs "
+                  f"of {fmt(logs.get('empty', 0) / 1e6, 3)} MB and "
+                  f"{fmt(logs.get('long', 0) / 1e6, 3)} MB, scrollback {lines.get('empty', 0)} "
+                  f"and {lines.get('long', 0)} lines. Then the calls an agent makes, alternating "
+                  f"terminals: exec of `true`, send of `true` until `stdin_read`, observe (no "
+                  f"cursor), snapshot, the newest and the oldest 100 lines of scrollback. "
+                  f"Medians in ms.")
+        md.append("")
+        md.append("| call | no history | long history | ratio |")
+        md.append("|---|---|---|---|")
+        summary["history"] = {"log_bytes": logs, "scrollback_lines": lines, "calls": {}}
+        worst = None
+        for kind, xs in hi["long"].items():
+            e = percentile(hi["empty"].get(kind) or [], 50)
+            l_ = percentile(xs, 50)
+            r = ratio(l_, e)
+            summary["history"]["calls"][kind] = {"empty_ms": e, "long_ms": l_, "ratio": r}
+            md.append(f"| {kind} | {fmt(e)} | {fmt(l_)} | {fmt_ratio(r)} |")
+            if r is not None and (worst is None or r > worst[1]):
+                worst = (kind, r)
+        md.append("")
+        if worst is not None:
+            targets.append({"target": "long history: every call within 1.2x of the same call "
+                                      "without history (p50)", "value": worst[1],
+                            "shown": f"{fmt_ratio(worst[1])} ({worst[0]})",
+                            "met": worst[1] <= 1.2})
 
     # ---- targets
     md.append("## Targets")

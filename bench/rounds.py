@@ -9,11 +9,13 @@ import shlex
 import shutil
 import subprocess
 import time
+import urllib.parse
 from datetime import datetime, timezone
 from pathlib import Path
 
 from bare import Bare
-from common import Env, REPO, SYSTEMS, WORKLOADS, add_scrub, generate_mixed_file, log, percentile, short_error
+from common import (BIG, Env, REPO, SYSTEMS, WORKLOADS, add_scrub, cpu_ns_and_switches,
+                    generate_mixed_file, log, percentile, short_error)
 from ptyhub_system import Ptyhub, PtyhubError, ensure_binary, resolve_binary
 from tmux_system import Tmux
 from watchers import FANOUT_END_CMD
@@ -107,9 +109,11 @@ class Run:
                          ("tmux_poll", "tmux send-keys + capture-pane")]
         if "ptyhub" in self.systems:
             variants.append(("ptyhub", "ptyhub POST exec (keep-alive)"))
+            variants.append(("ptyhub_trivial", "ptyhub GET /healthz (keep-alive, the HTTP floor)"))
             variants.append(("ptyhub_send", "ptyhub POST send until stdin_read (keep-alive)"))
         res = {v: {"label": label, "ms": [], "round_p50_ms": [], "errors": 0,
-                   "error_samples": []} for v, label in variants}
+                   "error_samples": [], "cpu_us_per_op": {}, "switches_per_op": {}}
+               for v, label in variants}
         self.results["roundtrip"] = res
         hub = self.hub("roundtrip") if "ptyhub" in self.systems else None
         tm = Tmux(self.env, "tmux roundtrip") if "tmux" in self.systems else None
@@ -133,7 +137,8 @@ class Run:
                         if hub is None:
                             raise PtyhubError("no ptyhub server")
                         hub.rt_open()
-                        op = hub.rt_send_op if v == "ptyhub_send" else hub.rt_op
+                        op = {"ptyhub_send": hub.rt_send_op,
+                              "ptyhub_trivial": hub.rt_trivial_op}.get(v, hub.rt_op)
                         close = hub.rt_close
                 except Exception as e:
                     res[v]["errors"] += 1
@@ -143,6 +148,17 @@ class Run:
                 try:
                     for _ in range(a.warmup_ops):
                         op(10**6 + _)
+                    # Each process's CPU and context switches over the ops (the poll variant's
+                    # tmux clients are new processes per call, not counted).
+                    if v == "bare":
+                        pids = d.rt_pids()
+                    elif v == "tmux_ctl":
+                        pids = tm.rt_pids()
+                    elif v == "tmux_poll":
+                        pids = {}
+                    else:
+                        pids = hub.rt_pids()
+                    before = {role: cpu_ns_and_switches(p) for role, p in pids.items()}
                     for i in range(a.ops):
                         secs, e = op(i)
                         if e:
@@ -150,6 +166,12 @@ class Run:
                             if len(res[v]["error_samples"]) < 5:
                                 res[v]["error_samples"].append(e)
                         times.append(secs * 1000)
+                    for role, p in pids.items():
+                        ns, sw = cpu_ns_and_switches(p)
+                        res[v]["cpu_us_per_op"].setdefault(role, []).append(
+                            (ns - before[role][0]) / 1000 / a.ops)
+                        res[v]["switches_per_op"].setdefault(role, []).append(
+                            (sw - before[role][1]) / a.ops)
                 except Exception as e:
                     res[v]["errors"] += 1
                     self.err(v, "roundtrip", e, r + 1)
@@ -294,6 +316,52 @@ class Run:
         except Exception as e:
             self.results["replay"]["errors"] += 1
             self.err("ptyhub", "replay", e)
+        finally:
+            hub.stop()
+
+    # ---- history: does an agent's call cost more on a terminal with a long past?
+    def history(self):
+        a = self.args
+        if "ptyhub" not in self.systems:
+            return
+        path = self.env.data / "history.txt"
+        log(f"generating the {a.history_mb:g} MB history file")
+        self.results["history_file"] = generate_mixed_file(path, int(a.history_mb * 1_000_000))
+        res = {"empty": {}, "long": {}, "errors": 0, "log_bytes": {}, "scrollback_lines": {}}
+        self.results["history"] = res
+        hub = self.hub("history")
+        if hub is None:
+            return
+        try:
+            ids = {}
+            for name in ("empty", "long"):
+                ids[name] = hub.create(BIG)
+                hub.wait_prompt(ids[name])
+            t0 = time.perf_counter()
+            hub.exec(ids["long"], f"cat {shlex.quote(str(path))}", truncate=True, timeout=600)
+            log(f"history: printed {a.history_mb:g} MB in {time.perf_counter() - t0:.1f} s")
+            # The screen follows the log in the background; one read makes it catch up.
+            hub.ok("GET", f"/v2/pty/sessions/{urllib.parse.quote(ids['long'])}/screen")
+            time.sleep(2)
+            for name, sid in ids.items():
+                res["log_bytes"][name] = hub.log_bytes(sid)
+            for i in range(a.history_ops):
+                for name in (("empty", "long") if i % 2 == 0 else ("long", "empty")):
+                    try:
+                        calls = hub.history_calls(ids[name])
+                    except Exception as e:
+                        res["errors"] += 1
+                        self.err("ptyhub", f"history {name}", e, i + 1)
+                        continue
+                    res["scrollback_lines"][name] = calls.pop("scrollback_total_lines")
+                    for kind, ms in calls.items():
+                        res[name].setdefault(kind, []).append(ms)
+            for kind in res["long"]:
+                log(f"history {kind:<18} empty {percentile(res['empty'].get(kind) or [0], 50):.2f}"
+                    f" ms, long {percentile(res['long'][kind], 50):.2f} ms")
+        except Exception as e:
+            res["errors"] += 1
+            self.err("ptyhub", "history", e)
         finally:
             hub.stop()
 

@@ -9,6 +9,8 @@ Workloads (each system measured in every round, the order of systems rotating pe
   memory      PSS of N idle terminals (holders, shells, server deltas)
   fanout      `cat` of a 10 MB mixed file with 0 … 100 watchers (ptyhub) / attach -r clients (tmux)
   replay      a watcher's 10 MiB restore (JSON and binary) until `terminal_restored`
+  history     exec, send, observe, snapshot and scrollback of a terminal with a 60 MB log
+              next to one with none
 
 Writes bench/results/<UTC timestamp>.md and .json and prints the Markdown.
 Python 3 standard library only (bench/live_client.py is the WebSocket client); tmux must be on
@@ -60,6 +62,11 @@ def parse_args(argv=None):
     p.add_argument("--replay-mb", type=float, default=16.0,
                    help="output of the replayed terminal in MB (at least the replay)")
     p.add_argument("--replay-bytes", type=int, default=10 * 1024 * 1024)
+    p.add_argument("--history-mb", type=float, default=45.0,
+                   help="output printed into the long-history terminal, MB (45 MB of mixed "
+                        "output is about 60 MB of event log)")
+    p.add_argument("--history-ops", type=int, help="calls of each kind per terminal (default "
+                   "20, quick 5)")
     p.add_argument("--workloads", "--only", nargs="+", choices=WORKLOADS, default=list(WORKLOADS),
                    help="run only some workloads (e.g. --only fanout replay)")
     p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
@@ -72,6 +79,7 @@ def parse_args(argv=None):
     a.mem_rounds = a.mem_rounds or (1 if a.quick else 3)
     a.fanout_watchers = a.fanout_watchers or ([0, 1, 10] if a.quick else [0, 1, 10, 50, 100])
     a.replay_runs = a.replay_runs or (3 if a.quick else 10)
+    a.history_ops = a.history_ops or (5 if a.quick else 20)
     return a
 
 

@@ -30,6 +30,12 @@ use crate::state_dir::EVENTS_FILE;
 const READ_CHUNK_MAX_BYTES: usize = 8 * 1024 * 1024;
 /// Least bytes a reader reads at once.
 const READ_CHUNK_MIN_BYTES: usize = 4096;
+/// What a reader reads first: an interactive step's events fit, and the buffer comes from the
+/// heap, not fresh pages (a 256 KiB buffer per read, mapped, zeroed and unmapped again, was
+/// most of the screen thread's time during an exec round trip, and its unmapping interrupts
+/// the other CPUs). It grows fourfold after each read that filled it and falls back after one
+/// that did not fill half of it.
+const READ_FIRST_BYTES: usize = 16 * 1024;
 /// How many times a lookup is retried when the holder deletes the segment it found.
 const LOOKUP_ATTEMPTS: usize = 16;
 /// Events [`read_events`] reads at a time.
@@ -83,6 +89,8 @@ pub struct LogReader {
     last: Seq,
     /// Rotations of the active segment this reader followed (step 2 above).
     rotations: u64,
+    /// How much the next read asks for ([`READ_FIRST_BYTES`], more while reads fill it).
+    read_size: usize,
 }
 
 /// The segment file a reader is in.
@@ -102,6 +110,7 @@ impl LogReader {
             segment: None,
             last: after,
             rotations: 0,
+            read_size: READ_FIRST_BYTES,
         }
     }
 
@@ -153,12 +162,20 @@ impl LogReader {
             let Some(segment) = self.segment.as_mut() else {
                 return Ok(passed);
             };
-            buf.resize(chunk, 0);
+            let size = self.read_size.min(chunk);
+            buf.resize(size, 0);
             let n = segment.file.read_at(&mut buf, segment.offset)?;
             buf.truncate(n);
+            if n == size {
+                self.read_size = size.saturating_mul(4).min(READ_CHUNK_MAX_BYTES);
+            } else if n < size / 2 {
+                self.read_size = READ_FIRST_BYTES;
+            }
             let whole = match buf.iter().rposition(|&b| b == b'\n') {
                 Some(last_nl) => last_nl + 1,
-                None if n == chunk => {
+                // A line longer than this read: read again, more.
+                None if n == size && size < chunk => continue,
+                None if n == size => {
                     // One line longer than the chunk: read it whole.
                     buf = read_line_at(&segment.file, segment.offset)?;
                     if buf.last() == Some(&b'\n') {

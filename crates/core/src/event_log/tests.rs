@@ -112,6 +112,33 @@ fn a_reader_follows_the_log_in_bounded_steps_from_any_seq() -> io::Result<()> {
 }
 
 #[test]
+fn a_reader_reads_small_and_long_lines_whole_whatever_its_first_read_size() -> io::Result<()> {
+    // Lines shorter and longer than a reader's first read (16 KiB), and longer than a read
+    // grown fourfold, in one log: each comes back whole, once, in order.
+    let dir = tempfile::tempdir()?;
+    let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;
+    let sizes = [3, 20_000, 5, 70_000, 300_000, 1, 16_300, 2_000_000, 7];
+    for (i, &size) in sizes.iter().enumerate() {
+        let text = char::from(b'a' + u8::try_from(i).unwrap_or(0)).to_string();
+        log.append(output(&text.repeat(size)))?;
+    }
+    for step in [4096, 256 * 1024, 8 * 1024 * 1024] {
+        let mut reader = LogReader::new(dir.path(), Seq::ZERO);
+        let mut events = Vec::new();
+        while reader.read(step, &mut events)? > 0 {}
+        let lengths: Vec<usize> = events
+            .iter()
+            .map(|e| match &e.kind {
+                EventKind::Output { data } => data.len(),
+                _ => 0,
+            })
+            .collect();
+        assert_eq!(lengths, sizes, "step {step}");
+    }
+    Ok(())
+}
+
+#[test]
 fn offset_after_finds_every_seq_in_a_large_log() -> io::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;

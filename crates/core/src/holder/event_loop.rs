@@ -395,16 +395,17 @@ impl Holder {
             // The log refuses appends: the output stays in the PTY, holding the program back.
             return false;
         }
-        let mut buf = vec![0u8; READ_CHUNK_BYTES];
-        let mut filled = 0;
+        // Read into the spare capacity: no 64 KiB zeroed for the few bytes of an interactive
+        // step.
+        let mut buf = Vec::with_capacity(READ_CHUNK_BYTES);
         let mut is_closed = false;
-        while filled < buf.len() {
-            match rustix::io::read(master, &mut buf[filled..]) {
+        while buf.len() < READ_CHUNK_BYTES {
+            match rustix::io::read(master, rustix::buffer::spare_capacity(&mut buf)) {
                 Ok(0) => {
                     is_closed = true;
                     break;
                 }
-                Ok(n) => filled += n,
+                Ok(_) => {}
                 Err(rustix::io::Errno::INTR) => {}
                 Err(rustix::io::Errno::AGAIN) => break,
                 Err(_) => {
@@ -416,11 +417,11 @@ impl Holder {
         if is_closed {
             self.master = None;
         }
-        if filled == 0 {
+        if buf.is_empty() {
             return false;
         }
         self.has_heap_activity = true;
-        buf.truncate(filled);
+        buf.shrink_to_fit();
         self.log.append(EventKind::Output { data: buf });
         true
     }
