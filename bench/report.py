@@ -629,7 +629,9 @@ def summarize(run: Run) -> tuple[dict, str]:
                   f"and {lines.get('long', 0)} lines. Then the calls an agent makes, alternating "
                   f"terminals: exec of `true`, send of `true` until `stdin_read`, observe (no "
                   f"cursor), snapshot, the newest and the oldest 100 lines of scrollback. "
-                  f"Medians in ms.")
+                  f"Medians in ms. (The long terminal's scrollback pages are 100 full "
+                  f"200-column lines, the fresh one's its 50 mostly empty rows: the answers "
+                  f"differ in size, not only in the history behind them.)")
         md.append("")
         md.append("| call | no history | long history | ratio |")
         md.append("|---|---|---|---|")

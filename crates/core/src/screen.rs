@@ -242,6 +242,42 @@ impl Screen {
         older.chain(emulated).collect()
     }
 
+    /// A page of [`Screen::all_lines`]: the `count` lines that end `offset` lines before the
+    /// newest (clamped to what exists), and how many lines there are in all. Only the page's
+    /// lines are rendered, so a page costs the same whatever the scrollback holds.
+    pub fn lines_page(&self, offset: usize, count: usize) -> (Vec<String>, usize) {
+        let screen = self.vt.screen();
+        // As in `all_lines`: the alternate screen has no scrollback.
+        let older_len = if self.vt.active_screen_kind() == avt::ScreenKind::Alternate {
+            0
+        } else {
+            self.older.rows.len()
+        };
+        let total = older_len + screen.all_lines().count();
+        let end = total.saturating_sub(offset);
+        let start = end.saturating_sub(count);
+        let mut page = Vec::with_capacity(end - start);
+        if start < older_len {
+            let upto = end.min(older_len);
+            page.extend(
+                self.older
+                    .rows
+                    .range(start..upto)
+                    .map(|row| row.to_string()),
+            );
+        }
+        let from = start.saturating_sub(older_len);
+        let to = end.saturating_sub(older_len);
+        page.extend(
+            screen
+                .all_lines()
+                .skip(from)
+                .take(to - from)
+                .map(|line| line.text().trim_end().to_owned()),
+        );
+        (page, total)
+    }
+
     /// Escape sequences that repaint this screen on a fresh terminal of the same size.
     pub fn dump(&self) -> String {
         self.vt.dump()
@@ -367,6 +403,41 @@ mod tests {
         // A hard reset forgets the scrollback, text rows included.
         screen.feed(b"\x1bc");
         assert_eq!(screen.all_lines().len(), 4);
+    }
+
+    #[test]
+    fn a_page_of_lines_is_the_same_slice_of_all_lines_on_either_side_of_the_text_rows() {
+        let mut screen = Screen::new(20, 4);
+        for i in 0..3_000 {
+            screen.feed(format!("\x1b[1;3{}mline {i}\x1b[0m\r\n", i % 8).as_bytes());
+        }
+        let check = |screen: &Screen| {
+            let all = screen.all_lines();
+            let total = all.len();
+            for (offset, count) in [
+                (0, 100),
+                (0, 1),
+                (150, 100),
+                (203, 10),
+                (total.saturating_sub(5), 100),
+                (total, 10),
+                (total + 7, 10),
+                (0, total + 50),
+            ] {
+                let end = total.saturating_sub(offset);
+                let start = end.saturating_sub(count);
+                assert_eq!(
+                    screen.lines_page(offset, count),
+                    (all[start..end].to_vec(), total),
+                    "offset {offset}, count {count}"
+                );
+            }
+        };
+        check(&screen);
+        // The alternate screen has no scrollback, text rows or not.
+        screen.feed(b"\x1b[?1049hfull screen");
+        check(&screen);
+        assert_eq!(screen.lines_page(0, 100).1, 4);
     }
 
     /// Everything a reader gets of a screen (its rows, size, cursor, which buffer shows), and

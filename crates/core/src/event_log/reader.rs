@@ -251,10 +251,14 @@ fn locate(dir: &Path, after: Seq) -> io::Result<Option<OpenSegment>> {
                 None => rotated.is_empty(),
             };
             if is_it {
+                let offset = match active_first {
+                    Some(first) if first < wanted => offset_before(&file, wanted)?,
+                    _ => 0,
+                };
                 return Ok(Some(OpenSegment {
                     file,
                     is_active: true,
-                    offset: 0,
+                    offset,
                 }));
             }
         }
@@ -263,19 +267,76 @@ fn locate(dir: &Path, after: Seq) -> io::Result<Option<OpenSegment>> {
             .rev()
             .find(|(first, _)| *first <= wanted)
             .or_else(|| rotated.first());
-        let Some((_, path)) = pick else {
+        let Some((first, path)) = pick else {
             return Ok(None);
         };
         if let Some(file) = open_if_exists(path)? {
+            let offset = if *first < wanted {
+                offset_before(&file, wanted)?
+            } else {
+                0
+            };
             return Ok(Some(OpenSegment {
                 file,
                 is_active: false,
-                offset: 0,
+                offset,
             }));
         }
         // Deleted since the listing: look again.
     }
     Ok(None)
+}
+
+/// Segments are searched by halves down to this many bytes, then read line by line.
+const SEEK_SPAN_BYTES: u64 = 64 * 1024;
+
+/// The offset of a line of `file` that comes before the one holding `wanted` (the file's start
+/// at worst): found by halving the file on the `seq` of the first line after each midpoint, so
+/// a reader that starts deep in a long log reads a few small pieces of it, not all of it up to
+/// there. Whatever is unreadable at a midpoint (a line being written, padding left by a crash)
+/// counts as past `wanted`: the search then looks earlier, never later.
+fn offset_before(file: &File, wanted: Seq) -> io::Result<u64> {
+    let mut low = 0;
+    let mut high = file.metadata()?.len();
+    while high - low > SEEK_SPAN_BYTES {
+        let mid = low + (high - low) / 2;
+        match seq_of_line_after(file, mid, high)? {
+            Some((start, seq)) if seq < wanted => low = start,
+            _ => high = mid,
+        }
+    }
+    Ok(low)
+}
+
+/// The offset and `seq` of the first line that starts after `at` and before `end`.
+fn seq_of_line_after(file: &File, at: u64, end: u64) -> io::Result<Option<(u64, Seq)>> {
+    const PIECE: usize = 16 * 1024;
+    let mut buf = [0u8; PIECE];
+    let mut offset = at;
+    // The end of the line `at` falls in.
+    let start = loop {
+        if offset >= end {
+            return Ok(None);
+        }
+        let n = file.read_at(&mut buf, offset)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if let Some(nl) = buf[..n].iter().position(|&b| b == b'\n') {
+            break offset + nl as u64 + 1;
+        }
+        offset += n as u64;
+    };
+    if start >= end {
+        return Ok(None);
+    }
+    let mut head = [0u8; 48];
+    let n = file.read_at(&mut head, start)?;
+    let head = &head[..n];
+    // The number must be whole: followed by the next field.
+    Ok(parse_seq_prefix(head)
+        .filter(|seq| head.get(b"{\"seq\":".len() + seq.0.to_string().len()) == Some(&b','))
+        .map(|seq| (start, seq)))
 }
 
 fn open_if_exists(path: &Path) -> io::Result<Option<File>> {
@@ -406,4 +467,97 @@ pub(crate) fn read_events(dir: &Path, after: Seq, mut each: impl FnMut(Event)) -
         events.drain(..).for_each(&mut each);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use ptyhub_protocol::event::EventKind;
+
+    use super::*;
+    use crate::event_log::{EVENT_LOG_KEEP_BYTES, EventLog};
+
+    /// A log of 3,000 events of 1 byte to 100 KiB, in the active segment alone.
+    fn long_log(dir: &Path) -> io::Result<()> {
+        let mut log = EventLog::open(dir, EVENT_LOG_KEEP_BYTES)?;
+        for i in 0..3_000_usize {
+            let size = if i % 500 == 7 {
+                100_000
+            } else {
+                1 + (i * 37) % 3_000
+            };
+            log.append(EventKind::Output {
+                data: vec![b'a' + u8::try_from(i % 26).unwrap_or(0); size],
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The `seq` of the line at `offset` and how far after it the line holding `wanted` starts.
+    fn seq_at_and_distance(dir: &Path, offset: u64, wanted: u64) -> (u64, u64) {
+        let bytes = std::fs::read(dir.join(EVENTS_FILE)).unwrap_or_default();
+        let at = usize::try_from(offset).unwrap_or(usize::MAX);
+        let seq = parse_seq_prefix(&bytes[at..]).map_or(0, |s| s.0);
+        let needle = format!("{{\"seq\":{wanted},");
+        let found = bytes[at..]
+            .windows(needle.len())
+            .position(|w| w == needle.as_bytes())
+            .unwrap_or(usize::MAX);
+        (seq, found as u64)
+    }
+
+    #[test]
+    fn a_seq_deep_in_a_segment_is_found_by_halves_and_read_from_there() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        long_log(dir.path())?;
+        let file = File::open(dir.path().join(EVENTS_FILE))?;
+        for wanted in [2, 9, 508, 1_500, 2_507, 2_999, 3_000] {
+            let offset = offset_before(&file, Seq(wanted))?;
+            let (seq, distance) = seq_at_and_distance(dir.path(), offset, wanted);
+            assert!(
+                seq < wanted,
+                "the line at {offset} has seq {seq}, not before {wanted}"
+            );
+            // Within the last span halved, plus the longest line that span can end inside.
+            assert!(
+                distance <= SEEK_SPAN_BYTES + 140_000,
+                "{wanted}: {distance} bytes to read before it"
+            );
+            let mut reader = LogReader::new(dir.path(), Seq(wanted - 1));
+            let mut events = Vec::new();
+            reader.read(64 * 1024, &mut events)?;
+            assert_eq!(events.first().map(|e| e.seq.0), Some(wanted));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_search_past_a_padded_or_torn_tail_looks_earlier_never_later() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        long_log(dir.path())?;
+        {
+            // What a crash can leave: a torn line, then zeros.
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(dir.path().join(EVENTS_FILE))?;
+            file.write_all(b"{\"seq\":3001,\"ts\":1.0,\"type\":\"pty.out")?;
+            file.write_all(&vec![0u8; 300_000])?;
+        }
+        let file = File::open(dir.path().join(EVENTS_FILE))?;
+        for wanted in [2_999, 3_000, 3_001, 5_000] {
+            let offset = offset_before(&file, Seq(wanted))?;
+            let (seq, _) = seq_at_and_distance(dir.path(), offset, 2_999);
+            assert!(
+                seq < wanted.min(3_000),
+                "{wanted}: the line at {offset} has seq {seq}"
+            );
+        }
+        let mut reader = LogReader::new(dir.path(), Seq(2_998));
+        let mut events = Vec::new();
+        while reader.read(64 * 1024, &mut events)? > 0 {}
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq.0).collect();
+        assert_eq!(seqs, [2_999, 3_000]);
+        Ok(())
+    }
 }

@@ -113,7 +113,8 @@ enum Request {
     Resize(u16, u16, oneshot::Sender<Result<(), TerminalError>>),
     Close(oneshot::Sender<Result<TerminalMeta, TerminalError>>),
     Probe(oneshot::Sender<Probe>),
-    Lines(oneshot::Sender<Vec<String>>),
+    /// A page of the rendered lines: offset from the newest, count; with the total.
+    LinesPage(usize, usize, oneshot::Sender<(Vec<String>, usize)>),
     /// A command by id: running now, or among the last finished ones.
     Job(u64, oneshot::Sender<Option<JobView>>),
     /// Interrupt the running command (`id` or whichever runs) as a cancel.
@@ -549,9 +550,15 @@ impl TerminalHandle {
             .map_err(|_| TerminalError::SendInProgress)
     }
 
-    /// All rendered lines (scrollback, then the screen), oldest first.
-    pub async fn all_lines(&self) -> Result<Vec<String>, TerminalError> {
-        self.ask(Request::Lines).await
+    /// The `count` rendered lines (scrollback, then the screen; oldest first) that end
+    /// `offset` lines before the newest, and how many there are in all.
+    pub async fn lines_page(
+        &self,
+        offset: usize,
+        count: usize,
+    ) -> Result<(Vec<String>, usize), TerminalError> {
+        self.ask(|reply| Request::LinesPage(offset, count, reply))
+            .await
     }
 
     pub async fn job(&self, id: u64) -> Result<Option<JobView>, TerminalError> {
@@ -914,8 +921,8 @@ impl Actor {
             Request::CommandSource(id, reply) => {
                 let _ = reply.send((self.meta.id.to_string(), self.command_source(id)));
             }
-            Request::Lines(reply) => {
-                let _ = reply.send(self.screen.read(crate::screen::Screen::all_lines));
+            Request::LinesPage(offset, count, reply) => {
+                let _ = reply.send(self.screen.read(|s| s.lines_page(offset, count)));
             }
             Request::Probe(reply) => {
                 let _ = reply.send(Probe {

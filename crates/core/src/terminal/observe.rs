@@ -149,14 +149,12 @@ pub async fn scrollback(
     lines: usize,
 ) -> Result<ScrollbackResponse, TerminalError> {
     let lines = lines.clamp(1, SCROLLBACK_PAGE_MAX);
-    let all = handle.all_lines().await?;
+    let (page, total) = handle.lines_page(offset, lines).await?;
     let probe = handle.probe().await?;
-    let total = all.len();
-    let end = total.saturating_sub(offset);
-    let start = end.saturating_sub(lines);
+    let start = total.saturating_sub(offset).saturating_sub(lines);
     Ok(ScrollbackResponse {
         session_id: probe.id,
-        lines: all[start..end].to_vec(),
+        lines: page,
         offset,
         total,
         has_more: start > 0,
