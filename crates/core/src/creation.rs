@@ -245,7 +245,7 @@ impl Plan {
             retention: self.retention,
             cgroup: cgroup.clone(),
         };
-        state_dir::write_meta(&dir, &meta).map_err(|e| {
+        state_dir::write_meta_unflushed(&dir, &meta).map_err(|e| {
             remove_cgroup();
             TerminalError::internal(format!("cannot write meta.json: {e}"))
         })?;

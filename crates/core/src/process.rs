@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ptyhub_protocol::api::WaitsOn;
 use rustix::process::Signal;
@@ -48,18 +48,72 @@ fn process_table() -> Vec<ProcessEntry> {
         .flatten()
         .filter_map(|entry| {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let uid = entry.metadata().ok()?.uid();
-            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            Some(ProcessEntry {
-                pid,
-                ppid: stat_field(&stat, 4)?.parse().ok()?,
-                pgrp: stat_field(&stat, 5)?.parse().ok()?,
-                sid: stat_field(&stat, 6)?.parse().ok()?,
-                uid,
-                is_zombie: stat_field(&stat, 3)? == "Z",
-            })
+            process_entry(pid)
         })
         .collect()
+}
+
+/// The processes under `root` (not `root` itself), each read once, found through the
+/// kernel's per-thread `children` lists (`/proc/<pid>/task/<tid>/children`): the cost follows
+/// the terminal's own processes, not the machine's. Reading every process in `/proc` instead
+/// made each `status` of a holder (which `send` asks for every millisecond while it waits)
+/// and each create cost a read of every process on the machine: 1,000 of them beside 500
+/// terminals. `None` where the kernel keeps no such lists (built without
+/// `CONFIG_PROC_CHILDREN`).
+fn subtree_table(root: u32) -> Option<Vec<ProcessEntry>> {
+    if !has_children_lists(root) {
+        return None;
+    }
+    let mut found = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for child in child_pids(parent) {
+            if let Some(entry) = process_entry(child) {
+                found.push(entry);
+                frontier.push(child);
+            }
+        }
+    }
+    Some(found)
+}
+
+/// Whether the kernel keeps `children` lists, asked of `pid`'s main thread (which exists as
+/// long as `pid` runs).
+fn has_children_lists(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}/task/{pid}/children")).exists()
+}
+
+/// The children of `pid`, from every one of its threads' `children` lists.
+fn child_pids(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    for task in tasks.flatten() {
+        let mut path = task.path();
+        path.push("children");
+        if let Ok(text) = fs::read_to_string(&path) {
+            pids.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    pids
+}
+
+/// One process's entry, read from `/proc/<pid>` (`None` once it is gone).
+fn process_entry(pid: u32) -> Option<ProcessEntry> {
+    let uid = fs::metadata(format!("/proc/{pid}")).ok()?.uid();
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(ProcessEntry {
+        pid,
+        ppid: stat_field(&stat, 4)?.parse().ok()?,
+        pgrp: stat_field(&stat, 5)?.parse().ok()?,
+        sid: stat_field(&stat, 6)?.parse().ok()?,
+        uid,
+        is_zombie: stat_field(&stat, 3)? == "Z",
+    })
 }
 
 /// Field `n` (1-based, as in proc(5)) of a `/proc/<pid>/stat` line. The program name (field
@@ -116,18 +170,23 @@ fn boot_time() -> Option<f64> {
 
 /// The children of `parent`, by pid.
 pub fn children(parent: u32) -> Vec<u32> {
-    let mut pids: Vec<u32> = process_table()
-        .iter()
-        .filter(|entry| entry.ppid == parent)
-        .map(|entry| entry.pid)
-        .collect();
+    let mut pids: Vec<u32> = if has_children_lists(parent) {
+        child_pids(parent)
+    } else {
+        process_table()
+            .iter()
+            .filter(|entry| entry.ppid == parent)
+            .map(|entry| entry.pid)
+            .collect()
+    };
     pids.sort_unstable();
+    pids.dedup();
     pids
 }
 
 /// Every descendant of `root` (not `root` itself), parents before children.
 pub fn descendants(root: u32) -> Vec<u32> {
-    descendants_in(&process_table(), root)
+    descendants_in(&subtree_table(root).unwrap_or_else(process_table), root)
 }
 
 fn descendants_in(table: &[ProcessEntry], root: u32) -> Vec<u32> {
@@ -298,6 +357,41 @@ pub fn stop_then_kill(mut find: impl FnMut() -> Vec<u32>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subtree_is_found_from_its_own_processes_as_from_all_of_them() -> std::io::Result<()> {
+        // A shell with two children and a grandchild: the children lists find the same
+        // processes as a read of every process does.
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & (sleep 30 & wait) & wait"])
+            .spawn()?;
+        let root = shell.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut found = Vec::new();
+        while std::time::Instant::now() < deadline {
+            found = descendants(root);
+            if found.len() >= 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut everywhere = descendants_in(&process_table(), root);
+        let _ = shell.kill();
+        for pid in &found {
+            kill(*pid, Signal::KILL);
+        }
+        let _ = shell.wait();
+        let mut sorted = found.clone();
+        sorted.sort_unstable();
+        everywhere.sort_unstable();
+        assert_eq!(
+            sorted.len(),
+            3,
+            "a sleep, the subshell and its sleep: {found:?}"
+        );
+        assert_eq!(sorted, everywhere);
+        Ok(())
+    }
 
     #[test]
     fn stat_fields_are_counted_after_the_program_name() {
@@ -503,7 +597,9 @@ pub struct Foreground {
 /// whose session leader (the shell) is `leader`, and how many processes run under `root`
 /// (the holder).
 pub fn terminal_facts(root: u32, leader: u32) -> (Option<Foreground>, usize) {
-    let table = process_table();
+    // The foreground group's members are the root's descendants, like every process of the
+    // terminal.
+    let table = subtree_table(root).unwrap_or_else(process_table);
     let count = descendants_in(&table, root).len();
     (foreground_in(&table, leader), count)
 }

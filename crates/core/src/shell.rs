@@ -165,7 +165,7 @@ pub fn prepare_in(
             } else {
                 r#"builtin command rm -f -- "${BASH_SOURCE[0]}" 2>/dev/null"#
             };
-            crate::state_dir::write_atomic(
+            crate::state_dir::write_scratch(
                 scratch,
                 &file_name(&rc),
                 bash_rc(nonce, removal).as_bytes(),
@@ -180,7 +180,7 @@ pub fn prepare_in(
                 scratch.join(format!("zdotdir-{nonce}"))
             };
             crate::state_dir::create_private_dir(&dir)?;
-            crate::state_dir::write_atomic(&dir, ".zshrc", zsh_rc(nonce).as_bytes())?;
+            crate::state_dir::write_scratch(&dir, ".zshrc", zsh_rc(nonce).as_bytes())?;
             launch.args = vec!["-i".to_owned()];
             launch.env.push(("ZDOTDIR".to_owned(), path_string(&dir)?));
             launch.files.push(dir);
@@ -192,7 +192,7 @@ pub fn prepare_in(
             } else {
                 r#"command rm -f -- "$ENV" 2>/dev/null"#
             };
-            crate::state_dir::write_atomic(
+            crate::state_dir::write_scratch(
                 scratch,
                 &file_name(&rc),
                 sh_rc(nonce, removal).as_bytes(),
