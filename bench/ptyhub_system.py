@@ -649,20 +649,25 @@ class Ptyhub:
 
     def cold_latencies(self, ids: list[str], k: int = 5) -> dict:
         """With every terminal idle (their screens asleep): medians in ms of a list of all
-        terminals, of a snapshot (`GET …/screen`) of `k` cold terminals, and of an exec of
-        `true` in `k` other cold ones (the oldest ones: first in, longest asleep)."""
+        terminals, of a snapshot (`GET …/screen`) of `k` cold terminals, of an exec of `true`
+        in `k` other cold ones and of a send of `true` until the shell reads in `k` more (the
+        oldest ones: first in, longest asleep)."""
         def timed(method, path, body=None):
             t0 = time.perf_counter()
             self.ok(method, path, body)
             return (time.perf_counter() - t0) * 1e3
         lists = [timed("GET", "/v2/pty/sessions") for _ in range(k)]
-        cold = ids[: 2 * k]
+        cold = ids[: 3 * k]
         snaps = [timed("GET", f"/v2/pty/sessions/{urllib.parse.quote(sid)}/screen")
                  for sid in cold[:k]]
         execs = [timed("POST", f"/v2/pty/sessions/{urllib.parse.quote(sid)}/exec",
-                       {"command": "true"}) for sid in cold[k:]]
+                       {"command": "true"}) for sid in cold[k:2 * k]]
+        sends = [timed("POST", f"/v2/pty/sessions/{urllib.parse.quote(sid)}/send",
+                       {"text": "true", "submit": True, "deadline": 30})
+                 for sid in cold[2 * k:]]
         return {"list": statistics.median(lists), "snapshot": statistics.median(snaps),
-                "exec": statistics.median(execs) if execs else None}
+                "exec": statistics.median(execs) if execs else None,
+                "send": statistics.median(sends) if sends else None}
 
 
 # --------------------------------------------------------------------------------------------

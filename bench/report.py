@@ -330,21 +330,23 @@ def summarize(run: Run) -> tuple[dict, str]:
             lats = [v.get("latency_ms") for v in row["raw"] if v.get("latency_ms")]
             if lats:
                 lat_rows.append((n, {k: median([x.get(k) for x in lats])
-                                     for k in ("list", "snapshot", "exec")}))
+                                     for k in ("list", "snapshot", "exec", "send")}))
                 row["latency_ms"] = lat_rows[-1][1]
         if lat_rows:
             md.append("ptyhub with N idle terminals, their screens asleep (medians in ms over 5 "
                       "calls and the rounds): *list* = `GET /v2/pty/sessions` of all N; "
                       "*snapshot* = `GET …/screen` of a cold terminal (its screen woken from "
                       "its dump); *exec* = `POST …/exec {\"command\": \"true\"}` in a cold "
+                      "terminal; *send* = `POST …/send` of `true` until `stdin_read` in a cold "
                       "terminal.")
             md.append("")
-            md.append("| N | list ms | list ms per terminal | snapshot ms (cold) | exec ms (cold) |")
-            md.append("|---|---|---|---|---|")
+            md.append("| N | list ms | list ms per terminal | snapshot ms (cold) | exec ms (cold) "
+                      "| send ms (cold) |")
+            md.append("|---|---|---|---|---|---|")
             for n, v in lat_rows:
                 per = None if v["list"] is None else v["list"] / n
                 md.append(f"| {n} | {fmt(v['list'])} | {fmt(per)} | {fmt(v['snapshot'])} "
-                          f"| {fmt(v['exec'])} |")
+                          f"| {fmt(v['exec'])} | {fmt(v.get('send'))} |")
             md.append("")
         margs = {s: v.get("marginal") for s, v in summary["memory"].items() if v.get("marginal")}
         if margs:
