@@ -597,9 +597,19 @@ pub struct Foreground {
 /// whose session leader (the shell) is `leader`, and how many processes run under `root`
 /// (the holder).
 pub fn terminal_facts(root: u32, leader: u32) -> (Option<Foreground>, usize) {
-    // The foreground group's members are the root's descendants, like every process of the
-    // terminal.
-    let table = subtree_table(root).unwrap_or_else(process_table);
+    // The foreground group's members are the leader or its descendants, and the leader is
+    // the root or one of its descendants (a tmux pane's shell is both).
+    let table = match subtree_table(root) {
+        Some(mut table) => {
+            table.extend(process_entry(root));
+            if !table.iter().any(|entry| entry.pid == leader) {
+                table.extend(process_entry(leader));
+                table.extend(subtree_table(leader).unwrap_or_default());
+            }
+            table
+        }
+        None => process_table(),
+    };
     let count = descendants_in(&table, root).len();
     (foreground_in(&table, leader), count)
 }
