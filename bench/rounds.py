@@ -286,14 +286,20 @@ class Run:
         if tm is not None:
             tm.kill_server()
 
+    def mixed_file(self, name: str, mb: float) -> Path:
+        """A mixed ANSI/UTF-8 file of `mb` MB for a workload; its description goes to the
+        results as `<name>_file`."""
+        path = self.env.data / f"{name}.txt"
+        log(f"generating the {mb:g} MB {name} file")
+        self.results[f"{name}_file"] = generate_mixed_file(path, int(mb * 1_000_000))
+        return path
+
     # ---- replay
     def replay(self):
         a = self.args
         if "ptyhub" not in self.systems:
             return
-        path = self.env.data / "replay.txt"
-        log(f"generating the {a.replay_mb:g} MB replay file")
-        self.results["replay_file"] = generate_mixed_file(path, int(a.replay_mb * 1_000_000))
+        path = self.mixed_file("replay", a.replay_mb)
         res = {t: [] for t in ("json", "binary")}
         self.results["replay"] = {"runs": res, "errors": 0,
                                   "replay_bytes_asked": a.replay_bytes}
@@ -324,9 +330,7 @@ class Run:
         a = self.args
         if "ptyhub" not in self.systems:
             return
-        path = self.env.data / "history.txt"
-        log(f"generating the {a.history_mb:g} MB history file")
-        self.results["history_file"] = generate_mixed_file(path, int(a.history_mb * 1_000_000))
+        path = self.mixed_file("history", a.history_mb)
         res = {"empty": {}, "long": {}, "errors": 0, "log_bytes": {}, "scrollback_lines": {}}
         self.results["history"] = res
         hub = self.hub("history")
