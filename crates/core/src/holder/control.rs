@@ -232,7 +232,8 @@ impl ControlHolder {
             socket: self.tmux.socket.to_string_lossy().into_owned(),
             session: self.tmux.session.clone(),
         });
-        state_dir::write_meta(&self.spec.dir, &self.meta)?;
+        // Flushed once the server has been told the holder is ready (`HolderLoop::run`).
+        state_dir::write_meta_unflushed(&self.spec.dir, &self.meta)?;
         if !self.tmux.is_reattach {
             let start = EventKind::Start {
                 instance: self.meta.instance,
@@ -249,6 +250,10 @@ impl ControlHolder {
     }
 
     /// The pane's program (the terminal's shell).
+    pub(super) fn dir(&self) -> &std::path::Path {
+        &self.spec.dir
+    }
+
     pub(super) fn child_pid(&self) -> u32 {
         self.pane.as_ref().map_or(0, |pane| pane.pid)
     }

@@ -106,7 +106,8 @@ impl Holder {
         meta.closed = false;
         meta.cols = spec.cols;
         meta.rows = spec.rows;
-        state_dir::write_meta(&spec.dir, &meta)?;
+        // Flushed once the server has been told the holder is ready (`HolderLoop::run`).
+        state_dir::write_meta_unflushed(&spec.dir, &meta)?;
         let mut holder = Self {
             spec,
             meta,
@@ -137,6 +138,10 @@ impl Holder {
 
     pub(super) fn child_pid(&self) -> u32 {
         self.shell
+    }
+
+    pub(super) fn dir(&self) -> &std::path::Path {
+        &self.spec.dir
     }
 
     /// Serves until the terminal has ended and its last events were delivered.

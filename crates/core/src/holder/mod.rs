@@ -127,6 +127,10 @@ pub fn run() -> i32 {
                 error: None,
             });
             detach_stdio();
+            // The record of `running` reaches the disk now, off the create's way.
+            if let Err(error) = crate::state_dir::flush_meta(holder.dir()) {
+                log_line!("holder: cannot flush meta.json: {error}");
+            }
             holder.run();
             0
         }
@@ -161,6 +165,14 @@ impl HolderLoop {
         match self {
             Self::Pty(holder) => holder.child_pid(),
             Self::Tmux(holder) => holder.child_pid(),
+        }
+    }
+
+    /// The terminal's directory.
+    fn dir(&self) -> &std::path::Path {
+        match self {
+            Self::Pty(holder) => holder.dir(),
+            Self::Tmux(holder) => holder.dir(),
         }
     }
 
