@@ -288,7 +288,8 @@ class Stream:
             self.exit = frame
         elif kind in ("output", "restore_output"):
             self.errors.append("a JSON output frame on the binary transport")
-        elif kind == "terminal_restored":
+        elif kind in ("terminal_restored", "presence"):
+            # presence: who else is connected, sent on joins and leaves (docs/websocket.md).
             pass
         else:
             self.errors.append(f"unexpected frame {kind!r}")
