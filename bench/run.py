@@ -27,7 +27,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common import HERE, SYSTEMS, WORKLOADS, log, scrub
+from common import HERE, SYSTEMS, WORKLOADS, add_scrub, log, scrub
 from report import summarize
 from rounds import Run
 
@@ -106,6 +106,10 @@ def main(argv=None) -> int:
     summary, md = summarize(run)
     out_dir = Path(a.out) if a.out else HERE / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
+    if a.out:
+        # The results directory asked for is this machine's path (the arguments are kept).
+        add_scrub(a.out, "<out>")
+        add_scrub(out_dir.resolve(), "<out>")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     doc = {"meta": run.meta, "summary": summary, "raw": run.results, "errors": run.errors}
     (out_dir / f"{stamp}.json").write_text(json.dumps(scrub(doc), indent=1, default=str) + "\n")
