@@ -72,7 +72,7 @@ impl QueryScanner {
         let mut i = 0;
         while i < bytes.len() {
             if self.state == State::Ground {
-                match bytes[i..].iter().position(|&b| b == 0x1b) {
+                match memchr::memchr(0x1b, &bytes[i..]) {
                     Some(at) => {
                         self.state = State::Escape;
                         i += at + 1;

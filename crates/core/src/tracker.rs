@@ -98,7 +98,7 @@ impl MarkScanner {
         let mut tokens = Vec::new();
         let mut text_start = 0;
         let mut i = 0;
-        while let Some(offset) = data[i..].iter().position(|&b| b == 0x1b) {
+        while let Some(offset) = memchr::memchr(0x1b, &data[i..]) {
             let esc = i + offset;
             let rest = &data[esc..];
             if rest.len() < 2 {
