@@ -101,11 +101,10 @@ pub async fn send(
         Some(handle.input(request.text, request.source).await?)
     };
     let typed_at = Instant::now();
-    // The command known when the text was typed: one after it started from what was typed.
-    let typed_after = match input {
-        Some(_) => Some(handle.shell_state().await?.last_command.map(|c| c.id)),
-        None => None,
-    };
+    // The command known before the text was typed: one after it started from what was typed.
+    // Asked after the typing, a command as quick as `true` could already have ended, be taken
+    // for the known one, and leave the answer to the 60 ms settle (1 send in 50 or so).
+    let typed_after = input.as_ref().map(|_| now_command.map(|c| c.id));
     let mut last_output = typed_at;
     let mut facts = None;
     let reason = loop {
