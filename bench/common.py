@@ -112,15 +112,19 @@ def short_error(e: BaseException) -> str:
     return s if len(s) < 600 else s[:600] + "..."
 
 
-def proc_alive(pid: int | None) -> bool:
+def proc_state(pid: int | None) -> str | None:
+    """The process's state letter from /proc/PID/stat (`Z` for a zombie); None once it is gone."""
     if not pid:
-        return False
+        return None
     try:
         with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def proc_alive(pid: int | None) -> bool:
+    return proc_state(pid) not in (None, "Z")
 
 
 def proc_cmdline(pid: int) -> list[str]:
@@ -226,13 +230,7 @@ def wait_cpu_settled(pids_fn, quiet_ticks=2, interval=0.5, max_wait=60.0) -> flo
 
 def is_zombie(pid: int | None) -> bool:
     """Whether the process has exited and waits to be reaped."""
-    if not pid:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
+    return proc_state(pid) == "Z"
 
 
 def kill_pid(pid: int, sig=signal.SIGKILL) -> None:

@@ -53,7 +53,7 @@ fn process_table() -> Vec<ProcessEntry> {
         .collect()
 }
 
-/// The processes under `root` (not `root` itself), each read once, found through the
+/// `root` and the processes under it, each read once, found through the
 /// kernel's per-thread `children` lists (`/proc/<pid>/task/<tid>/children`): the cost follows
 /// the terminal's own processes, not the machine's. Reading every process in `/proc` instead
 /// made each `status` of a holder (which `send` asks for every millisecond while it waits)
@@ -64,7 +64,7 @@ fn subtree_table(root: u32) -> Option<Vec<ProcessEntry>> {
     if !has_children_lists(root) {
         return None;
     }
-    let mut found = Vec::new();
+    let mut found: Vec<ProcessEntry> = process_entry(root).into_iter().collect();
     let mut frontier = vec![root];
     while let Some(parent) = frontier.pop() {
         for child in child_pids(parent) {
@@ -268,10 +268,9 @@ pub fn marked_processes(mark: &str) -> Vec<u32> {
     let me = std::process::id();
     let euid = rustix::process::geteuid().as_raw();
     let processes = process_table();
-    // Our own session, read from the table rather than asked of `getsid`: where the session's
-    // leader lives outside our pid namespace (a container) the kernel answers 0, which
+    // Where our session's leader lives outside our pid namespace this is 0, which
     // `members_of` never takes whole anyway.
-    let own_session = processes.iter().find(|p| p.pid == me).map(|p| p.sid);
+    let own_session = own_session();
     let table: Vec<Member> = processes
         .into_iter()
         // Root's terminals may run as other accounts (docs/security.md): their processes are
@@ -288,7 +287,7 @@ pub fn marked_processes(mark: &str) -> Vec<u32> {
             }
         })
         .collect();
-    let spared: Vec<u32> = own_session.into_iter().chain([me]).collect();
+    let spared: Vec<u32> = vec![own_session, me];
     members_of(&table, &spared)
         .into_iter()
         .filter(|&pid| pid != me)
@@ -533,12 +532,7 @@ pub fn raise_server_priority() -> Vec<String> {
     let autogroup = std::path::Path::new("/proc/self/autogroup");
     // The group is the session's: changed only when the session is the server's own (a
     // service, or `setsid ptyhub serve`), never the shell's that started it.
-    // Asked of libc, not rustix: where the session's leader lives outside our pid namespace (a
-    // container, a CI runner) the kernel answers 0, which rustix's `Pid` refuses with a panic.
-    // SAFETY: a plain system call with no pointers.
-    #[allow(unsafe_code, reason = "rustix's getsid cannot return the kernel's 0")]
-    let session = unsafe { libc::getsid(0) };
-    let is_leader = u32::try_from(session).is_ok_and(|sid| sid == std::process::id());
+    let is_leader = own_session() == std::process::id();
     if autogroup.exists() {
         if !is_leader {
             refused.push(
@@ -551,6 +545,16 @@ pub fn raise_server_priority() -> Vec<String> {
         }
     }
     refused
+}
+
+/// This process's session id, as its pid namespace sees it: 0 where the session's leader lives
+/// outside that namespace (a container, a CI runner). Asked of libc, not rustix, whose `Pid`
+/// refuses the kernel's 0 with a panic.
+fn own_session() -> u32 {
+    // SAFETY: a plain system call with no pointers.
+    #[allow(unsafe_code, reason = "rustix's getsid cannot return the kernel's 0")]
+    let session = unsafe { libc::getsid(0) };
+    u32::try_from(session).unwrap_or(0)
 }
 
 pub fn kill(pid: u32, signal: Signal) {
@@ -599,17 +603,7 @@ pub struct Foreground {
 pub fn terminal_facts(root: u32, leader: u32) -> (Option<Foreground>, usize) {
     // The foreground group's members are the leader or its descendants, and the leader is
     // the root or one of its descendants (a tmux pane's shell is both).
-    let table = match subtree_table(root) {
-        Some(mut table) => {
-            table.extend(process_entry(root));
-            if !table.iter().any(|entry| entry.pid == leader) {
-                table.extend(process_entry(leader));
-                table.extend(subtree_table(leader).unwrap_or_default());
-            }
-            table
-        }
-        None => process_table(),
-    };
+    let table = subtree_table(root).unwrap_or_else(process_table);
     let count = descendants_in(&table, root).len();
     (foreground_in(&table, leader), count)
 }

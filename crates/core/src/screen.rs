@@ -228,18 +228,7 @@ impl Screen {
 
     /// Every rendered line, scrollback first, trailing spaces trimmed.
     pub fn all_lines(&self) -> Vec<String> {
-        // The text rows are older than the emulator's rows only on the primary screen (the
-        // alternate screen has no scrollback).
-        let older = self.older.rows.iter().map(|row| row.to_string());
-        let emulated = self
-            .vt
-            .screen()
-            .all_lines()
-            .map(|line| line.text().trim_end().to_owned());
-        if self.vt.active_screen_kind() == avt::ScreenKind::Alternate {
-            return emulated.collect();
-        }
-        older.chain(emulated).collect()
+        self.lines_page(0, usize::MAX).0
     }
 
     /// A page of [`Screen::all_lines`]: the `count` lines that end `offset` lines before the
@@ -247,7 +236,8 @@ impl Screen {
     /// lines are rendered, so a page costs the same whatever the scrollback holds.
     pub fn lines_page(&self, offset: usize, count: usize) -> (Vec<String>, usize) {
         let screen = self.vt.screen();
-        // As in `all_lines`: the alternate screen has no scrollback.
+        // The text rows are older than the emulator's rows only on the primary screen (the
+        // alternate screen has no scrollback).
         let older_len = if self.vt.active_screen_kind() == avt::ScreenKind::Alternate {
             0
         } else {

@@ -3,7 +3,23 @@
 use serde_json::json;
 
 use super::{create, exec, get, post, start};
+use ptyhub_client::Client;
 use ptyhub_test_support::{data, processes_with_arg, wait_until};
+
+/// Starts a job of `command` at `base` and returns its id once its program runs: a process
+/// whose arguments hold `unique` (a fixed pause was not always enough on a busy machine).
+async fn start_job(client: &Client, base: &str, command: &str, unique: &str) -> String {
+    let started = post(client, base, json!({ "command": command })).await;
+    let id = data(&started)["job_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    wait_until("the job's program runs", || async {
+        (!processes_with_arg(unique).is_empty()).then_some(())
+    })
+    .await;
+    id
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_run_await_and_cancel() {
@@ -48,22 +64,14 @@ async fn jobs_run_await_and_cancel() {
     );
 
     // A job that ignores ^C is killed; it ends CANCELLED and the terminal lives on. The
-    // cancel comes once its program runs (a `sleep` no other process has): a fixed pause was
-    // not always enough on a busy machine.
+    // cancel comes once its program runs (a `sleep` no other process has).
     let stubborn_sleep = format!("60.{}1", std::process::id());
-    let stubborn = post(
+    let stubborn_id = start_job(
         &client,
         &base,
-        json!({ "command": format!("trap '' INT; sleep {stubborn_sleep}") }),
+        &format!("trap '' INT; sleep {stubborn_sleep}"),
+        &stubborn_sleep,
     )
-    .await;
-    let stubborn_id = data(&stubborn)["job_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    wait_until("the stubborn job's program runs", || async {
-        (!processes_with_arg(&stubborn_sleep).is_empty()).then_some(())
-    })
     .await;
     let cancelling = post(&client, &format!("{base}/{stubborn_id}/cancel"), json!({})).await;
     assert_eq!(
@@ -83,19 +91,12 @@ async fn jobs_run_await_and_cancel() {
 
     // stop: the running job ends, the terminal stays.
     let running_sleep = format!("60.{}2", std::process::id());
-    let running = post(
+    let running_id = start_job(
         &client,
         &base,
-        json!({ "command": format!("sleep {running_sleep}") }),
+        &format!("sleep {running_sleep}"),
+        &running_sleep,
     )
-    .await;
-    let running_id = data(&running)["job_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    wait_until("the running job's program runs", || async {
-        (!processes_with_arg(&running_sleep).is_empty()).then_some(())
-    })
     .await;
     let stopped = post(&client, &format!("/v2/pty/sessions/{id}/stop"), json!({})).await;
     assert_eq!(data(&stopped)["job_id"], running_id.as_str());

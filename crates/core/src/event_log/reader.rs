@@ -330,13 +330,7 @@ fn seq_of_line_after(file: &File, at: u64, end: u64) -> io::Result<Option<(u64, 
     if start >= end {
         return Ok(None);
     }
-    let mut head = [0u8; 48];
-    let n = file.read_at(&mut head, start)?;
-    let head = &head[..n];
-    // The number must be whole: followed by the next field.
-    Ok(parse_seq_prefix(head)
-        .filter(|seq| head.get(b"{\"seq\":".len() + seq.0.to_string().len()) == Some(&b','))
-        .map(|seq| (start, seq)))
+    Ok(seq_at(file, start)?.map(|seq| (start, seq)))
 }
 
 fn open_if_exists(path: &Path) -> io::Result<Option<File>> {
@@ -381,8 +375,13 @@ fn read_line_at(file: &File, offset: u64) -> io::Result<Vec<u8>> {
 
 /// The `seq` of a file's first line, if that line is there (not torn).
 fn first_seq_of(file: &File) -> io::Result<Option<Seq>> {
+    seq_at(file, 0)
+}
+
+/// The `seq` of the line that starts at `offset`, if its number is there whole.
+fn seq_at(file: &File, offset: u64) -> io::Result<Option<Seq>> {
     let mut head = [0u8; 48];
-    let n = file.read_at(&mut head, 0)?;
+    let n = file.read_at(&mut head, offset)?;
     let head = &head[..n];
     let Some(seq) = parse_seq_prefix(head) else {
         return Ok(None);
