@@ -163,3 +163,60 @@ fn the_cli_refuses_a_socket_in_a_directory_others_can_write_to() {
         "{stderr}"
     );
 }
+
+/// A server whose session's leader lives outside its pid namespace (a container, a CI runner
+/// started it there) starts and serves: the kernel answers 0 for its session there, which once
+/// made it panic at start.
+#[test]
+fn a_server_in_a_pid_namespace_its_session_leader_is_outside_of_serves() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: a pid namespace needs root here");
+        return;
+    }
+    let home = tempdir();
+    let state = home.path().join("state");
+    let mut child = Command::new("unshare")
+        .args(["--pid", "--kill-child", "--"])
+        .arg(env!("CARGO_BIN_EXE_ptyhub"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--token",
+            "test-token",
+            "--state-dir",
+        ])
+        .arg(&state)
+        .env("XDG_RUNTIME_DIR", home.path())
+        .env("HOME", home.path())
+        .env_remove("PTYHUB_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start unshare: {e}"));
+    let mut banner = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
+            let is_url = line.trim_start().starts_with("url:");
+            banner.push(line);
+            if is_url {
+                break;
+            }
+        }
+    }
+    let is_serving = banner
+        .iter()
+        .any(|line| line.trim_start().starts_with("url:"));
+    // unshare takes the server (its namespace's first process) with it.
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+    }
+    assert!(
+        is_serving,
+        "the server ended before it served: {banner:?} {stderr}"
+    );
+}
