@@ -170,7 +170,13 @@ fn the_cli_refuses_a_socket_in_a_directory_others_can_write_to() {
 #[test]
 fn a_server_in_a_pid_namespace_its_session_leader_is_outside_of_serves() {
     if !rustix::process::geteuid().is_root() {
-        println!("skipped: a pid namespace needs root here");
+        #[allow(
+            clippy::print_stderr,
+            reason = "a skipped test says so in the test output"
+        )]
+        {
+            eprintln!("SKIPPED the pid namespace test: a pid namespace needs root here");
+        }
         return;
     }
     let home = tempdir();
