@@ -442,7 +442,60 @@ class Ptyhub:
             err = f"output={data.get('output')!r}"
         return secs, err
 
+    def rt_ws_open(self):
+        """The round trip over a persistent connection: an `attach` WebSocket (binary output,
+        no presence) whose `exec` frames run `echo hi` (docs/websocket.md#commands)."""
+        self.rt_open()
+        path = (f"/v2/pty/sessions/{urllib.parse.quote(self.rt_sid)}/ws"
+                f"?mode=attach&protocol=binary&presence=false")
+        self.rt_ws, self.rt_ws_buf = live_client.connect(path, tcp=(self.host, self.port),
+                                                         token=self.token)
+        self.rt_ws.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.rt_ws_parser = live_client.FrameParser(lambda piece: None)
+        self.rt_ws_op(-1)
+
+    def rt_ws_op(self, i: int) -> tuple[float, str | None]:
+        rid = str(i)
+        frame = json.dumps({"type": "exec", "request_id": rid,
+                            "params": {"command": "echo hi", "timeout": 30}}).encode()
+        t0 = time.perf_counter()
+        live_client.send_frame(self.rt_ws, live_client.OP_TEXT, frame)
+        answer = None
+        data = self.rt_ws_buf
+        self.rt_ws_buf = b""
+        while answer is None:
+            if not data:
+                data = self.rt_ws.recv(live_client.READ_BYTES)
+                if not data:
+                    return time.perf_counter() - t0, "the connection closed"
+            for op, payload in self.rt_ws_parser.feed(data):
+                if op == live_client.OP_TEXT and b'"exec_result"' in payload:
+                    doc = json.loads(payload)
+                    if doc.get("request_id") == rid:
+                        answer = doc
+                elif op == live_client.OP_CLOSE:
+                    return time.perf_counter() - t0, f"closed ({payload!r})"
+            data = b""
+        secs = time.perf_counter() - t0
+        result = answer.get("result") or {}
+        err = None
+        if answer.get("error"):
+            err = f"error {json.dumps(answer['error'])[:300]}"
+        elif result.get("status") != "completed" or result.get("exit_code") != 0:
+            err = f"status={result.get('status')!r} exit_code={result.get('exit_code')!r}"
+        elif (result.get("output") or "").rstrip("\r\n") != "hi":
+            err = f"output={result.get('output')!r}"
+        return secs, err
+
     def rt_close(self):
+        ws = getattr(self, "rt_ws", None)
+        if ws is not None:
+            self.rt_ws = None
+            try:
+                live_client.send_frame(ws, live_client.OP_CLOSE, (1000).to_bytes(2, "big"))
+                ws.close()
+            except OSError:
+                pass
         try:
             self.rt_conn.close()
         except Exception:

@@ -110,6 +110,7 @@ class Run:
         if "ptyhub" in self.systems:
             variants.append(("ptyhub", "ptyhub POST exec (keep-alive)"))
             variants.append(("ptyhub_trivial", "ptyhub GET /healthz (keep-alive, the HTTP floor)"))
+            variants.append(("ptyhub_ws", "ptyhub exec frame (one WebSocket)"))
             variants.append(("ptyhub_send", "ptyhub POST send until stdin_read (keep-alive)"))
         res = {v: {"label": label, "ms": [], "round_p50_ms": [], "errors": 0,
                    "error_samples": [], "cpu_us_per_op": {}, "switches_per_op": {}}
@@ -136,8 +137,12 @@ class Run:
                     else:
                         if hub is None:
                             raise PtyhubError("no ptyhub server")
-                        hub.rt_open()
+                        if v == "ptyhub_ws":
+                            hub.rt_ws_open()
+                        else:
+                            hub.rt_open()
                         op = {"ptyhub_send": hub.rt_send_op,
+                              "ptyhub_ws": hub.rt_ws_op,
                               "ptyhub_trivial": hub.rt_trivial_op}.get(v, hub.rt_op)
                         close = hub.rt_close
                 except Exception as e:

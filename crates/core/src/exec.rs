@@ -37,6 +37,7 @@ use ptyhub_protocol::event::InputSource;
 use crate::output_window::OutputWindow;
 use crate::plain_text::{TRUNCATE_CHARS, truncate_middle};
 use crate::registry::Registry;
+use crate::terminal::live::{LEASE_WAIT_DEFAULT, Writer};
 use crate::terminal::{ExecRequest, OutputExtent, TerminalHandle};
 
 /// `no_change_timeout` of a waiting exec when neither the caller nor the terminal set one:
@@ -413,16 +414,53 @@ pub async fn submit(
 ) -> Result<Submitted, TerminalError> {
     let handle = registry.get(owner, id).await?;
     let terminal_default = registry.no_change_timeout(owner, id).await;
+    let writer = options.source.clone().map(Writer::caller);
+    submit_to(handle, terminal_default, writer.as_ref(), options).await
+}
+
+/// A live connection's way to run commands (its `exec` frames): the terminal, and the
+/// connection as the writer, so the input lease it holds admits them
+/// ([`crate::terminal::live::Connection::exec_context`]).
+#[derive(Clone)]
+pub struct ExecContext {
+    pub(crate) handle: TerminalHandle,
+    pub(crate) writer: Writer,
+}
+
+impl ExecContext {
+    /// Submits as [`submit`] does, typed by this connection; `terminal_default` is the
+    /// terminal's own `no_change_timeout`.
+    pub async fn submit(
+        &self,
+        options: &ExecOptions,
+        terminal_default: Option<Duration>,
+    ) -> Result<Submitted, TerminalError> {
+        let options = options.clone().typed_by(self.writer.source.clone());
+        submit_to(
+            self.handle.clone(),
+            terminal_default,
+            Some(&self.writer),
+            &options,
+        )
+        .await
+    }
+}
+
+/// Hands `handle`'s shell the command once its line editor can take it and `writer` (if any)
+/// may type: nobody else holds the keyboard, or it was let go within the wait asked for.
+async fn submit_to(
+    handle: TerminalHandle,
+    terminal_default: Option<Duration>,
+    writer: Option<&Writer>,
+    options: &ExecOptions,
+) -> Result<Submitted, TerminalError> {
     // The actor types at the prompt; a line editor that never says when it reads is looked
     // at first (typed too early, the terminal's line discipline would take the command).
     handle.wait_for_editor(options.start_wait_limit()).await?;
-    if let Some(source) = &options.source {
-        let limit = options
-            .start_wait_limit()
-            .unwrap_or(crate::terminal::live::LEASE_WAIT_DEFAULT);
-        let writer = crate::terminal::live::Writer::caller(source.clone());
+    if let Some(writer) = writer {
+        let limit = options.start_wait_limit().unwrap_or(LEASE_WAIT_DEFAULT);
         handle
-            .wait_for_keyboard(&writer, options.on_lease, limit)
+            .wait_for_keyboard(writer, options.on_lease, limit)
             .await
             .inspect_err(|error| crate::stats::input_refused(error, options.command.len()))?;
     }

@@ -489,42 +489,47 @@ pub enum OnLease {
 
 /// `POST …/exec` (also the body v1 exec is translated to): run one command in the
 /// terminal's shell (docs/compatibility.md#exec).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ExecParams {
     /// The command line(s) to run, 1 byte to 4 MiB and not only blanks; multi-line scripts
     /// and heredocs are fine.
     pub command: String,
     /// Return at once with status `running` (`async` on the wire, `async_mode` accepted);
     /// such a command has no `no_change_timeout`.
-    #[serde(default, rename = "async", alias = "async_mode")]
+    #[serde(
+        default,
+        rename = "async",
+        alias = "async_mode",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub is_async: bool,
     /// Seconds to wait for the result; the command goes on after it (status `running`).
     /// Absent: wait until the command ends.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<f64>,
     /// Seconds without output before ^C (absent: the terminal's default, else 120; only
     /// while a call waits) (docs/compatibility.md#timeouts).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_change_timeout: Option<f64>,
     /// Seconds from submission before ^C whatever happens (absent: none).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hard_timeout: Option<f64>,
     /// Keep the first and last 15,000 characters of a longer output (default true).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncate: Option<bool>,
     /// An existing absolute directory to run the command in: the shell gets
     /// `cd -- '<dir>' && {`, the command and `}` as one submission, so a failing `cd` runs
     /// nothing; absent: where the shell already is.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec_dir: Option<String>,
     /// Carry the console history (`console`) in the answer (default false on v2 and MCP; v1
     /// always carries it).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_console: Option<bool>,
     /// Answer as soon as the command waits for input (status `running`, `wait_reason:
     /// "stdin_read"` and the output so far) rather than when it ends or `timeout` passes.
     /// Default true on v2 and MCP; v1 waits as it always did.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub return_on_input: Option<bool>,
     /// While someone else holds the keyboard: `refuse` (default, `INPUT_LEASED`) or `wait`
     /// for it within `timeout` (docs/rest-v2.md#the-input-lease).
@@ -696,7 +701,7 @@ pub struct ConsoleRecord {
 
 /// The answer of exec and wait (and the server-sent `result` event): one command as it
 /// stands.
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CommandResult {
     /// The terminal's id.
     pub session_id: String,

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::BackendKind;
+use crate::api::{BackendKind, CommandResult, ExecParams};
 use crate::error::{ApiError, ErrorCode};
 use crate::event::Seq;
 
@@ -151,6 +151,18 @@ pub enum ServerFrame {
     /// whenever someone joins or leaves, the keyboard changes hands, or typing starts or
     /// stops (at most a few a second).
     Presence(Presence),
+    /// The answer to an `exec` frame: the command's result as REST v2's exec gives it, or
+    /// why it did not run. It carries the frame's `request_id` back.
+    ExecResult {
+        /// The `request_id` of the `exec` frame this answers (`null` when it had none).
+        request_id: Option<String>,
+        /// The command as it stands (absent when it was refused).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<Box<CommandResult>>,
+        /// Why it did not run (absent when it ran).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<FrameError>,
+    },
     /// A refused frame or connection.
     Error {
         /// What went wrong, for people.
@@ -253,12 +265,40 @@ pub enum ClientFrame {
     },
     /// Hand the keyboard back (nothing happens when this connection does not hold it).
     LeaseRelease,
+    /// Runs a command as REST v2's exec does (`params` are its body) and answers with an
+    /// `exec_result` frame carrying `request_id`. Writers only.
+    Exec {
+        /// The client's name for this request (at most 128 characters), carried back by
+        /// the answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+        /// What exec's body holds: `command`, `timeout`, `exec_dir`, …
+        params: Box<ExecParams>,
+    },
     /// Asks for a `pong`.
     Ping {
         /// Anything; the `pong` carries it back.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timestamp: Option<serde_json::Value>,
     },
+}
+
+/// Why an `exec` frame's command did not run: an error code and its message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameError {
+    /// One of the REST error codes.
+    pub code: ErrorCode,
+    /// What went wrong, for people.
+    pub message: String,
+}
+
+impl From<&ApiError> for FrameError {
+    fn from(error: &ApiError) -> Self {
+        Self {
+            code: error.code,
+            message: error.message.clone(),
+        }
+    }
 }
 
 /// The `data` of a `resize` frame in its older spelling.
@@ -294,10 +334,20 @@ impl ClientFrame {
                 "a frame is a JSON object, e.g. {\"type\":\"input\",\"data\":…}; nothing was written to the terminal",
             ));
         }
-        serde_json::from_str(body).map_err(|_| {
-            ApiError::invalid(
-                "unknown frame: send {\"type\":\"input\",\"data\":…}, {\"type\":\"resize\",\"cols\":…,\"rows\":…}, {\"type\":\"lease_take\"}, {\"type\":\"lease_release\"} or {\"type\":\"ping\"}; nothing was written to the terminal",
-            )
+        serde_json::from_str(body).map_err(|error| {
+            // A frame of a known type says what is wrong with it (an `exec` frame's params
+            // are a whole body); anything else lists what a client may send.
+            let kind = serde_json::from_str::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned));
+            match kind.as_deref() {
+                Some("exec") => ApiError::invalid(format!(
+                    "an exec frame is {{\"type\":\"exec\",\"request_id\":…,\"params\":{{\"command\":…}}}}: {error}; nothing was run"
+                )),
+                _ => ApiError::invalid(
+                    "unknown frame: send {\"type\":\"input\",\"data\":…}, {\"type\":\"resize\",\"cols\":…,\"rows\":…}, {\"type\":\"exec\",\"params\":{\"command\":…}}, {\"type\":\"lease_take\"}, {\"type\":\"lease_release\"} or {\"type\":\"ping\"}; nothing was written to the terminal",
+                ),
+            }
         })
     }
 }

@@ -9,14 +9,14 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use ptyhub_protocol::api::BackendKind;
 use ptyhub_protocol::api::LeaseInfo;
+use ptyhub_protocol::api::{BackendKind, CommandResult, CommandStatus, ExecParams};
 use ptyhub_protocol::error::ErrorCode;
 use ptyhub_protocol::event::InputVia;
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::live::{
-    ClientFrame, ConnectionMode, LastInput, LiveTransport, Presence, PresencePeer, ResizeData,
-    ServerFrame,
+    ClientFrame, ConnectionMode, FrameError, LastInput, LiveTransport, Presence, PresencePeer,
+    ResizeData, ServerFrame,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -183,6 +183,36 @@ fn server_samples() -> Vec<(&'static str, ServerFrame)> {
             }),
         ),
         (
+            "exec_result",
+            ServerFrame::ExecResult {
+                request_id: Some("step-7".to_owned()),
+                result: Some(Box::new(CommandResult {
+                    session_id: "work-1".to_owned(),
+                    command: Some("make test".to_owned()),
+                    status: CommandStatus::Completed,
+                    output: Some("ok".to_owned()),
+                    console: None,
+                    exit_code: Some(0),
+                    command_id: Some(4),
+                    window: None,
+                    wait_reason: None,
+                    running: None,
+                })),
+                error: None,
+            },
+        ),
+        (
+            "exec_result.refused",
+            ServerFrame::ExecResult {
+                request_id: Some("step-8".to_owned()),
+                result: None,
+                error: Some(FrameError {
+                    code: ErrorCode::Busy,
+                    message: "Session already has a running command".to_owned(),
+                }),
+            },
+        ),
+        (
             "error",
             ServerFrame::Error {
                 data: "Session already has an active WebSocket connection".to_owned(),
@@ -222,6 +252,17 @@ fn client_samples() -> Vec<(&'static str, ClientFrame)> {
         ("lease_take", ClientFrame::LeaseTake { force: false }),
         ("lease_take.force", ClientFrame::LeaseTake { force: true }),
         ("lease_release", ClientFrame::LeaseRelease),
+        (
+            "exec",
+            ClientFrame::Exec {
+                request_id: Some("step-7".to_owned()),
+                params: Box::new(ExecParams {
+                    command: "make test".to_owned(),
+                    timeout: Some(30.0),
+                    ..ExecParams::default()
+                }),
+            },
+        ),
     ]
 }
 

@@ -8,7 +8,7 @@
 use axum::http::StatusCode;
 use ptyhub_core::error::TerminalError;
 use ptyhub_protocol::error::{ApiError, ErrorBody, ErrorCode};
-use ptyhub_protocol::live::ServerFrame;
+use ptyhub_protocol::live::{FrameError, ServerFrame};
 
 /// Where an error is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +55,15 @@ impl WireError {
     /// The WebSocket `error` frame.
     pub fn frame(&self) -> ServerFrame {
         ServerFrame::error(&self.error)
+    }
+
+    /// The answer of a WebSocket `exec` frame whose command did not run.
+    pub fn exec_frame(&self, request_id: Option<String>) -> ServerFrame {
+        ServerFrame::ExecResult {
+            request_id,
+            result: None,
+            error: Some(FrameError::from(&self.error)),
+        }
     }
 
     /// The text of a failed MCP tool call.

@@ -11,18 +11,21 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
+use ptyhub_core::error::TerminalError;
+use ptyhub_core::exec::{ExecContext, ExecOptions};
 use ptyhub_core::registry::CreateSpec;
 use ptyhub_core::screen::incomplete_utf8_tail;
 use ptyhub_core::terminal::TerminalHandle;
 use ptyhub_core::terminal::live::{
     ConnectOptions, Connection, LiveFrame, LiveMode, REPLAY_BYTES_MAX, REPLAY_BYTES_MIN, Ready,
 };
-use ptyhub_protocol::error::ApiError;
+use ptyhub_protocol::api::{CommandResult, ExecParams};
+use ptyhub_protocol::error::{ApiError, ErrorCode};
 use ptyhub_protocol::event::Seq;
 use ptyhub_protocol::ids::TermSize;
 use ptyhub_protocol::live::{ClientFrame, ConnectionMode, LiveTransport, ServerFrame};
 use serde::Deserialize;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::AppState;
@@ -134,11 +137,22 @@ struct Admission {
     transport: LiveTransport,
     options: ConnectOptions,
     resize_refusal: Option<ApiError>,
+    exec: ExecSetup,
     ping_every: Duration,
     stopping: Stopping,
     /// The route's clients know ptyhub's own frames (`server_stopping` among them); the
     /// compatible and anonymous routes get only the close that says the same.
     announces_stop: bool,
+}
+
+/// What a connection's `exec` frames need besides the connection: the terminal's default
+/// `no_change_timeout` is the registry's, and a principal that may not run commands is
+/// refused as REST exec refuses it.
+#[derive(Clone)]
+struct ExecSetup {
+    registry: std::sync::Arc<ptyhub_core::registry::Registry>,
+    owner: String,
+    refusal: Option<ApiError>,
 }
 
 /// Checks made before the upgrade, answered as HTTP errors: the request itself is wrong (its
@@ -158,6 +172,11 @@ fn admit(
         transport,
         options,
         resize_refusal: principal.allow(Operation::Resize).err(),
+        exec: ExecSetup {
+            registry: state.registry.clone(),
+            owner: principal.owner.clone(),
+            refusal: principal.allow(Operation::Run).err(),
+        },
         ping_every: state.ws_ping_every,
         stopping: state.stopping.clone(),
         announces_stop: presence_default,
@@ -279,6 +298,7 @@ fn open(
         transport,
         options,
         resize_refusal,
+        exec,
         ping_every,
         stopping,
         announces_stop,
@@ -298,6 +318,7 @@ fn open(
                         mode,
                         transport,
                         resize_refusal,
+                        exec,
                         ping_every,
                         stopping,
                         announces_stop,
@@ -354,6 +375,7 @@ struct Session {
     mode: LiveMode,
     transport: LiveTransport,
     resize_refusal: Option<ApiError>,
+    exec: ExecSetup,
     /// How often the server pings the client.
     ping_every: Duration,
     stopping: Stopping,
@@ -409,6 +431,8 @@ async fn serve(
         output,
         text: TextFramer::default(),
         sent_up_to: session.since_seq,
+        execs: tokio::task::JoinSet::new(),
+        last_submitted: None,
     };
     if live.run(&mut writer).await == Ended::WriterDone {
         live.drain().await;
@@ -449,6 +473,11 @@ const BATCH_MAX_BYTES: usize = 256 * 1024;
 const WRITER_GRACE: Duration = Duration::from_secs(2);
 /// How long the frames a client sent before its writer went are still acted on at most.
 const DRAIN_MAX: Duration = Duration::from_secs(10);
+/// `exec` frames of one connection waiting for their answers at most (one command runs in a
+/// terminal at a time; the others are answered `BUSY` at once).
+const EXECS_WAITING_MAX: usize = 8;
+/// Longest `request_id` of an `exec` frame.
+const REQUEST_ID_MAX_CHARS: usize = 128;
 
 /// Why the connection's loop ended.
 #[derive(PartialEq, Eq)]
@@ -472,6 +501,11 @@ struct Live<'a> {
     /// The newest `seq` up to which the client has (or is sent) every output byte: what it
     /// resumes from with `since_seq` when the server stops.
     sent_up_to: Option<Seq>,
+    /// The `exec` frames waiting for their commands (each answers through `control`); they
+    /// stop waiting when the connection ends, and their commands run on.
+    execs: tokio::task::JoinSet<()>,
+    /// Resolves once the newest `exec` frame's command was submitted or refused.
+    last_submitted: Option<oneshot::Receiver<()>>,
 }
 
 impl Live<'_> {
@@ -601,16 +635,20 @@ impl Live<'_> {
     }
 
     /// Acts on one data frame from the client; the answer to send, if any.
-    async fn on_message(&self, message: Message) -> Option<Message> {
+    async fn on_message(&mut self, message: Message) -> Option<Message> {
         match message {
-            Message::Text(body) => {
-                on_text(
-                    &self.connection,
-                    body.as_str(),
-                    self.session.resize_refusal.as_ref(),
-                )
-                .await
-            }
+            Message::Text(body) => match ClientFrame::from_text(body.as_str()) {
+                Ok(ClientFrame::Exec { request_id, params }) => self.exec(request_id, &params),
+                Ok(frame) => {
+                    on_frame(
+                        &self.connection,
+                        frame,
+                        self.session.resize_refusal.as_ref(),
+                    )
+                    .await
+                }
+                Err(error) => Some(error_frame(error)),
+            },
             Message::Binary(bytes) => match self.session.transport {
                 LiveTransport::Binary => self.connection.input(&bytes).await.err().map(error_frame),
                 LiveTransport::Json => Some(error_frame(ApiError::invalid(
@@ -619,6 +657,70 @@ impl Live<'_> {
             },
             Message::Ping(_) | Message::Pong(_) | Message::Close(_) => None,
         }
+    }
+
+    /// Starts an `exec` frame's command: checked here (who may, the parameters, how many
+    /// wait on this connection), then submitted and waited for beside the connection, so
+    /// output and other frames flow meanwhile; the answer is an `exec_result` frame.
+    fn exec(&mut self, request_id: Option<String>, params: &ExecParams) -> Option<Message> {
+        let refuse = |error: ApiError, request_id: Option<String>| {
+            let frame = WireError::new(error, Surface::WebSocket).exec_frame(request_id);
+            Some(frame_message(&frame))
+        };
+        if request_id
+            .as_ref()
+            .is_some_and(|id| id.chars().count() > REQUEST_ID_MAX_CHARS)
+        {
+            let error = ApiError::invalid(format!(
+                "request_id is at most {REQUEST_ID_MAX_CHARS} characters; nothing was run"
+            ));
+            return refuse(error, None);
+        }
+        if let Some(refusal) = &self.session.exec.refusal {
+            return refuse(refusal.clone(), request_id);
+        }
+        let checked = self
+            .connection
+            .exec_context()
+            .and_then(|context| ExecOptions::from_params(params).map(|options| (context, options)));
+        let (context, options) = match checked {
+            Ok(checked) => checked,
+            Err(error) => return refuse(error.into(), request_id),
+        };
+        while self.execs.try_join_next().is_some() {}
+        if self.execs.len() >= EXECS_WAITING_MAX {
+            let error = ApiError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "at most {EXECS_WAITING_MAX} exec frames wait for their answers on one connection; nothing was run"
+                ),
+            );
+            return refuse(error, request_id);
+        }
+        let setup = self.session.exec.clone();
+        let id = self.session_id.to_owned();
+        let control = self.control.clone();
+        // Commands are submitted in the order of their frames: each waits for the one
+        // before to be submitted (or refused).
+        let (submitted, next) = oneshot::channel();
+        let before = self.last_submitted.replace(next);
+        self.execs.spawn(async move {
+            if let Some(before) = before {
+                let _ = before.await;
+            }
+            let frame = match run_exec(&context, &options, &setup, &id, submitted).await {
+                Ok(result) => ServerFrame::ExecResult {
+                    request_id,
+                    result: Some(Box::new(result)),
+                    error: None,
+                },
+                Err(error) => WireError::new(error, Surface::WebSocket).exec_frame(request_id),
+            };
+            // The loop reads the client's next frame only while answers have room; this one
+            // waits for room like any answer.
+            let _ = control.send(frame_message(&frame)).await;
+        });
+        None
     }
 
     /// Encodes `first` and the frames ready after it (up to a batch's bounds) for one flush.
@@ -677,16 +779,34 @@ fn protocol_error_close(error: axum::Error) -> Option<Message> {
     Some(close_message(code, reason))
 }
 
-/// Acts on a text frame; `resize_refusal` answers a `resize` from a principal that may not.
-async fn on_text(
+/// An `exec` frame's command, as REST v2's exec runs and answers it: submitted as this
+/// connection, waited for as asked, what the answer gave marked as read for the owner.
+async fn run_exec(
+    context: &ExecContext,
+    options: &ExecOptions,
+    setup: &ExecSetup,
+    id: &str,
+    is_submitted: oneshot::Sender<()>,
+) -> Result<CommandResult, TerminalError> {
+    let terminal_default = setup.registry.no_change_timeout(&setup.owner, id).await;
+    let submitted = context.submit(options, terminal_default).await;
+    let _ = is_submitted.send(());
+    let submitted = submitted?;
+    let command_id = submitted.command_id();
+    let handle = submitted.handle().clone();
+    let mut result = submitted.wait_for_result().await?;
+    result.command_id = Some(command_id);
+    handle.mark_read(&setup.owner).await?;
+    Ok(result)
+}
+
+/// Acts on a client frame other than `exec`; `resize_refusal` answers a `resize` from a
+/// principal that may not.
+async fn on_frame(
     connection: &Connection,
-    body: &str,
+    frame: ClientFrame,
     resize_refusal: Option<&ApiError>,
 ) -> Option<Message> {
-    let frame = match ClientFrame::from_text(body) {
-        Ok(frame) => frame,
-        Err(error) => return Some(error_frame(error)),
-    };
     let outcome = match frame {
         ClientFrame::Input { data } => connection.input(data.as_bytes()).await,
         ClientFrame::Resize { .. } if let Some(refusal) = resize_refusal => {
@@ -704,6 +824,11 @@ async fn on_text(
         ClientFrame::LeaseRelease => connection.release_lease(),
         ClientFrame::Ping { timestamp } => {
             return Some(frame_message(&ServerFrame::Pong { timestamp }));
+        }
+        ClientFrame::Exec { .. } => {
+            return Some(error_frame(ApiError::invalid(
+                "an exec frame is answered by the connection itself",
+            )));
         }
     };
     outcome.err().map(error_frame)

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::{create, exec, get, post, start};
 use ptyhub_test_support::{Ptyhub, data, default_timeout, wait_until};
 
-async fn connect(client: &Client, id: &str, mode: &str) -> LiveSocket {
+pub(super) async fn connect(client: &Client, id: &str, mode: &str) -> LiveSocket {
     let path = format!("/v2/pty/sessions/{id}/ws?mode={mode}");
     client
         .websocket(&path)
@@ -21,7 +21,7 @@ async fn connect(client: &Client, id: &str, mode: &str) -> LiveSocket {
 }
 
 /// The next JSON frame; `Null` once the connection ended.
-async fn next_json(socket: &mut LiveSocket) -> Value {
+pub(super) async fn next_json(socket: &mut LiveSocket) -> Value {
     loop {
         match tokio::time::timeout(default_timeout(), socket.next()).await {
             Ok(Some(Ok(LiveMessage::Text(text)))) => {
@@ -36,7 +36,7 @@ async fn next_json(socket: &mut LiveSocket) -> Value {
 }
 
 /// Reads frames until one satisfies `wanted`; returns it.
-async fn frame_where(
+pub(super) async fn frame_where(
     socket: &mut LiveSocket,
     what: &str,
     wanted: impl Fn(&Value) -> bool,
@@ -58,7 +58,7 @@ async fn presence_where(
     frame_where(socket, what, |f| f["type"] == "presence" && wanted(f)).await
 }
 
-async fn send_json(socket: &mut LiveSocket, frame: Value) {
+pub(super) async fn send_json(socket: &mut LiveSocket, frame: Value) {
     socket
         .send(LiveMessage::Text(frame.to_string().into()))
         .await
@@ -66,7 +66,7 @@ async fn send_json(socket: &mut LiveSocket, frame: Value) {
 }
 
 /// The terminal's `pty.input` events, from its `events.jsonl`.
-fn input_events(hub: &Ptyhub, id: &str) -> Vec<Value> {
+pub(super) fn input_events(hub: &Ptyhub, id: &str) -> Vec<Value> {
     let dir = hub
         .terminal_dir(id)
         .unwrap_or_else(|| panic!("no directory for {id}"));

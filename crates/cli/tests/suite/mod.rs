@@ -39,6 +39,7 @@ mod v1_sdk;
 mod web;
 mod web_browser;
 mod ws;
+mod ws_exec;
 
 use ptyhub_client::{Client, Method};
 use ptyhub_test_support::{Ptyhub, data};

@@ -868,6 +868,16 @@ impl Connection {
             .map(|_| ())
     }
 
+    /// What this connection's `exec` frames run as, if it may write: the terminal, typed by
+    /// this connection (a lease it holds admits them; another's refuses them).
+    pub fn exec_context(&self) -> Result<crate::exec::ExecContext, TerminalError> {
+        self.require_writer("run commands in")?;
+        Ok(crate::exec::ExecContext {
+            handle: self.handle.clone(),
+            writer: self.writer(),
+        })
+    }
+
     /// Resizes the terminal (the PTY, the screen and every connection), if this connection may.
     pub async fn resize(&self, cols: u16, rows: u16) -> Result<(), TerminalError> {
         self.require_writer("resize")?;
