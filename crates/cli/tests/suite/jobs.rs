@@ -166,3 +166,48 @@ async fn cancel_ends_the_jobs_background_children_too() {
     );
     assert_eq!(exec(&client, &id, "echo alive").await["output"], "alive");
 }
+
+/// A cancel that comes at once, before the shell has even started the job's command: the
+/// command still ends CANCELLED, nothing of it is left running, and the next command runs
+/// alone (a ^C pressed while the line editor still read it left the rest of its text in the
+/// editor, where the next command joined it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_cancelled_before_its_command_starts_leaves_nothing_behind() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    exec(&client, &id, "true").await;
+    let base = format!("/v2/pty/sessions/{id}/jobs");
+    for round in 0..5 {
+        let unique = format!("60.{}{round}3", std::process::id());
+        let started = post(
+            &client,
+            &base,
+            json!({ "command": format!("trap '' INT; sleep {unique}") }),
+        )
+        .await;
+        let job = data(&started)["job_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        post(&client, &format!("{base}/{job}/cancel"), json!({})).await;
+        let ended = post(
+            &client,
+            &format!("{base}/{job}/await"),
+            json!({ "seconds": 20 }),
+        )
+        .await;
+        assert_eq!(
+            data(&ended)["state"],
+            "CANCELLED",
+            "round {round}: {}",
+            ended.body
+        );
+        let next = exec(&client, &id, "echo alive").await;
+        assert_eq!(next["output"], "alive", "round {round}: {next}");
+        assert!(
+            processes_with_arg(&unique).is_empty(),
+            "round {round}: the job's sleep still runs"
+        );
+    }
+}

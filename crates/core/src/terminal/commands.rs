@@ -32,6 +32,9 @@ pub(super) struct CommandTimers {
     hard_deadline: Option<Instant>,
     no_change: Option<Duration>,
     interrupted_at: Option<Instant>,
+    /// An interruption asked for before the shell started the command (it was still
+    /// reading it): its ^C waits for the start, or for [`INTERRUPT_GRACE`] at most.
+    deferred_since: Option<Instant>,
     killed_at: Option<Instant>,
     /// Unix seconds when the command was typed: every process it starts starts after it.
     submitted_at: Option<f64>,
@@ -225,7 +228,9 @@ impl Actor {
         }
         if self.tracker.running().is_some() {
             let t = &self.timers;
-            if let Some(at) = t.killed_at {
+            if let Some(at) = t.deferred_since {
+                deadlines.push(at + INTERRUPT_GRACE);
+            } else if let Some(at) = t.killed_at {
                 deadlines.push(at + INTERRUPT_GRACE);
             } else if let Some(at) = t.interrupted_at {
                 deadlines.push(if t.is_answered || !self.is_timed_out() {
@@ -261,6 +266,13 @@ impl Actor {
             return;
         }
         let t = &self.timers;
+        if let Some(since) = t.deferred_since {
+            // The shell never started it: interrupt whatever it is doing.
+            if now >= since + INTERRUPT_GRACE {
+                self.press_interrupt().await;
+            }
+            return;
+        }
         if let Some(killed_at) = t.killed_at {
             if now >= killed_at + INTERRUPT_GRACE {
                 // Nothing ended it: stop tracking it so the terminal is usable again.
@@ -348,8 +360,6 @@ impl Actor {
     /// foreground group [`INTERRUPT_GRACE`] later.
     pub(super) async fn cancel_running(&mut self) {
         self.interrupt(CommandStatus::Terminated).await;
-        self.signal_what_it_started(rustix::process::Signal::TERM)
-            .await;
     }
 
     /// Signals every process of the terminal other than the shell that started since the
@@ -369,13 +379,41 @@ impl Actor {
         }
     }
 
-    /// Presses ^C for a timeout; the command's final status is `status`.
+    /// Interrupts the running command for a timeout or a cancel; its final status is
+    /// `status`. A command the shell has not started yet is interrupted once it starts: a ^C
+    /// while the line editor still reads it would flush the rest of its bytes from the tty,
+    /// and a line editor in the middle of a bracketed paste keeps what it read and waits for
+    /// the paste's end, which the next command's bytes then bring (it ran joined to them).
     pub(super) async fn interrupt(&mut self, status: CommandStatus) {
         if let Some(record) = self.tracker.current_mut() {
             record.interrupted_as = Some(status);
         }
+        if self.tracker.phase() == ShellPhase::Submitted {
+            self.timers.deferred_since.get_or_insert_with(Instant::now);
+            return;
+        }
+        self.press_interrupt().await;
+    }
+
+    /// A deferred interruption whose command has started now is carried out.
+    pub(super) async fn interrupt_if_started(&mut self) {
+        if self.timers.deferred_since.is_some()
+            && self.tracker.phase() != ShellPhase::Submitted
+            && self.tracker.running().is_some()
+        {
+            self.press_interrupt().await;
+        }
+    }
+
+    /// Presses ^C; a cancel also sends SIGTERM to what the command started.
+    async fn press_interrupt(&mut self) {
+        self.timers.deferred_since = None;
         self.timers.interrupted_at = Some(Instant::now());
         let _ = self.write_input(b"\x03", None).await;
+        if self.is_cancelled() {
+            self.signal_what_it_started(rustix::process::Signal::TERM)
+                .await;
+        }
     }
 
     pub(super) fn job_view(&self, id: u64) -> Option<JobView> {

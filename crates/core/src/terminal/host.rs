@@ -255,6 +255,7 @@ impl Actor {
                 let _ = link.send(&HolderRequest::Note(note)).await;
             }
         }
+        self.interrupt_if_started().await;
         self.submit_pending_when_ready(false).await;
     }
 

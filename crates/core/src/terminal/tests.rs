@@ -185,6 +185,67 @@ async fn no_change_timeout_presses_ctrl_c_then_kills_then_gives_up() {
     assert!(t.handle.exec(exec("echo again")).await.is_ok());
 }
 
+/// The `SignalStartedSince` requests the actor made (a cancel's SIGTERM to what the command
+/// started).
+fn started_since_signals(t: &Terminal) -> usize {
+    t.fake
+        .requests()
+        .iter()
+        .filter(|r| matches!(r, HolderRequest::SignalStartedSince { .. }))
+        .count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_before_the_shell_started_the_command_interrupts_it_once_it_starts() {
+    // Pressed while the line editor still reads the command (a bracketed paste half read),
+    // ^C would flush the rest of it from the tty and leave the editor inside the paste,
+    // where the next command's bytes would join it.
+    let t = start(&[&prompt()]);
+    let id = t
+        .handle
+        .exec(exec("trap '' INT; sleep 60"))
+        .await
+        .expect("submitted");
+    assert_eq!(t.handle.cancel(Some(id)).await.ok(), Some(id));
+    settle().await;
+    assert_eq!(t.fake.typed().len(), 1, "no ^C before the command starts");
+    assert_eq!(started_since_signals(&t), 0);
+
+    t.fake.output(
+        &[
+            b"trap '' INT; sleep 60\r\n".to_vec(),
+            b"\x1b[?2004l".to_vec(),
+            mark("C"),
+        ]
+        .concat(),
+    );
+    settle().await;
+    assert_eq!(t.fake.typed().last().map(Vec::as_slice), Some(&b"\x03"[..]));
+    assert_eq!(started_since_signals(&t), 1, "what it started gets SIGTERM");
+    t.fake.output(&[mark("D;143"), prompt()].concat());
+    let result = t
+        .handle
+        .wait_command(Some(id), Some(Duration::from_secs(5)))
+        .await
+        .expect("a result");
+    assert!(!result.status.is_running(), "{result:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_command_the_shell_never_starts_is_interrupted_after_the_grace() {
+    let t = start(&[&prompt()]);
+    let id = t.handle.exec(exec("cat <<EOF")).await.expect("submitted");
+    t.handle.cancel(Some(id)).await.expect("cancelled");
+    settle().await;
+    tokio::time::sleep(super::INTERRUPT_GRACE - Duration::from_millis(100)).await;
+    settle().await;
+    assert_eq!(t.fake.typed().len(), 1, "the start is waited for");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    settle().await;
+    assert_eq!(t.fake.typed().last().map(Vec::as_slice), Some(&b"\x03"[..]));
+    assert_eq!(started_since_signals(&t), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn hard_timeout_fires_even_while_output_flows() {
     let t = start(&[&prompt()]);
