@@ -385,6 +385,20 @@ impl Submitted {
     }
 }
 
+impl Submitted {
+    /// The answer of an exec that waits (REST v2, a WebSocket `exec` frame): the result as
+    /// [`Self::wait_for_result`] gives it with its `command_id`, and what it gave is marked as
+    /// read for `reader` (it is not news to their next `send`).
+    pub async fn answer_for(self, reader: &str) -> Result<CommandResult, TerminalError> {
+        let command_id = self.command_id;
+        let handle = self.handle.clone();
+        let mut result = self.wait_for_result().await?;
+        result.command_id = Some(command_id);
+        handle.mark_read(reader).await?;
+        Ok(result)
+    }
+}
+
 /// What holds the terminal while a command runs.
 async fn running_state(handle: &TerminalHandle) -> Result<RunningState, TerminalError> {
     let facts = handle.foreground().await?;

@@ -185,12 +185,7 @@ async fn exec(
         return Ok(crate::stream::exec_events(submitted, &state.stopping));
     }
     let submitted = exec::submit(&state.registry, &principal.owner, &id, &options).await?;
-    let command_id = submitted.command_id();
-    let handle = submitted.handle().clone();
-    let mut result = submitted.wait_for_result().await?;
-    result.command_id = Some(command_id);
-    // What the answer gave is not news to the caller's next send.
-    handle.mark_read(&principal.owner).await?;
+    let result = submitted.answer_for(&principal.owner).await?;
     Ok(Json(Envelope::ok("Command executed", result)).into_response())
 }
 

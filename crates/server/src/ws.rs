@@ -780,7 +780,7 @@ fn protocol_error_close(error: axum::Error) -> Option<Message> {
 }
 
 /// An `exec` frame's command, as REST v2's exec runs and answers it: submitted as this
-/// connection, waited for as asked, what the answer gave marked as read for the owner.
+/// connection (`is_submitted` is told once it was submitted or refused), then answered.
 async fn run_exec(
     context: &ExecContext,
     options: &ExecOptions,
@@ -791,13 +791,7 @@ async fn run_exec(
     let terminal_default = setup.registry.no_change_timeout(&setup.owner, id).await;
     let submitted = context.submit(options, terminal_default).await;
     let _ = is_submitted.send(());
-    let submitted = submitted?;
-    let command_id = submitted.command_id();
-    let handle = submitted.handle().clone();
-    let mut result = submitted.wait_for_result().await?;
-    result.command_id = Some(command_id);
-    handle.mark_read(&setup.owner).await?;
-    Ok(result)
+    submitted?.answer_for(&setup.owner).await
 }
 
 /// Acts on a client frame other than `exec`; `resize_refusal` answers a `resize` from a
@@ -825,10 +819,9 @@ async fn on_frame(
         ClientFrame::Ping { timestamp } => {
             return Some(frame_message(&ServerFrame::Pong { timestamp }));
         }
+        // `Live::on_message` starts exec frames itself, beside the connection.
         ClientFrame::Exec { .. } => {
-            return Some(error_frame(ApiError::invalid(
-                "an exec frame is answered by the connection itself",
-            )));
+            return Some(error_frame(ApiError::internal("exec frame misrouted")));
         }
     };
     outcome.err().map(error_frame)

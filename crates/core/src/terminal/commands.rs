@@ -228,9 +228,8 @@ impl Actor {
         }
         if self.tracker.running().is_some() {
             let t = &self.timers;
-            if let Some(at) = t.deferred_since {
-                deadlines.push(at + INTERRUPT_GRACE);
-            } else if let Some(at) = t.killed_at {
+            // A deferred ^C falls due, like a kill's end of tracking, a grace later.
+            if let Some(at) = t.deferred_since.or(t.killed_at) {
                 deadlines.push(at + INTERRUPT_GRACE);
             } else if let Some(at) = t.interrupted_at {
                 deadlines.push(if t.is_answered || !self.is_timed_out() {
