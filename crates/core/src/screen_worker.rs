@@ -32,6 +32,16 @@ const WORKER_NICE: i32 = 10;
 /// its dump (tens of microseconds for a prompt, a millisecond or so for a full 200×50
 /// screen), so a terminal that prints now and then pays little for it.
 pub const SLEEP_AFTER: Duration = Duration::from_secs(5);
+/// Under contention the background thread rests this many times as long as each slice of
+/// emulation took: a quarter of one CPU at most while other work waits for one.
+const REST_PER_SLICE: u32 = 3;
+/// The longest rest after one slice.
+const REST_MAX: Duration = Duration::from_millis(100);
+/// The machine is contended when tasks waited for a CPU at least this share of the time.
+const CONTENDED_SHARE: f64 = 0.25;
+/// The contention is measured over at least this long (and the kernel's file read at most
+/// this often).
+const PRESSURE_WINDOW: Duration = Duration::from_millis(20);
 /// The heap is trimmed after screens went to sleep, at most this often (a trim walks the
 /// allocator's free lists under its lock).
 const TRIM_EVERY: Duration = Duration::from_millis(500);
@@ -302,6 +312,7 @@ fn run_worker(rx: &mpsc::Receiver<Job>, requeue: &mpsc::Sender<Job>) {
     // Screens put to sleep since the last trim of the heap, and when that was.
     let mut untrimmed = 0;
     let mut trimmed_at = Instant::now();
+    let mut pressure = CpuPressure::new();
     loop {
         let trim_at = (untrimmed > 0).then(|| trimmed_at + TRIM_EVERY);
         let wake_at = match (sleepers.front().map(|(at, _)| *at), trim_at) {
@@ -321,10 +332,14 @@ fn run_worker(rx: &mpsc::Receiver<Job>, requeue: &mpsc::Sender<Job>) {
         };
         match job {
             Some(Job::Advance(weak)) => {
+                let started = Instant::now();
                 if let Some(shared) = weak.upgrade()
                     && shared.advance(&weak)
                 {
                     let _ = requeue.send(Job::Advance(weak));
+                }
+                if let Some(rest) = pressure.rest_after(started.elapsed()) {
+                    std::thread::sleep(rest);
                 }
             }
             Some(Job::Sleep(weak)) => sleepers.push_back((Instant::now() + SLEEP_AFTER, weak)),
@@ -352,12 +367,115 @@ fn run_worker(rx: &mpsc::Receiver<Job>, requeue: &mpsc::Sender<Job>) {
     }
 }
 
+/// Whether the machine's CPUs are contended, as the kernel's pressure stall information says
+/// (`/proc/pressure/cpu`: the time some task waited for a CPU), or where that is missing, its
+/// count of runnable tasks against the CPUs (`/proc/loadavg`).
+///
+/// The thread runs with `SCHED_IDLE`, which should leave it only idle CPU time, but that holds
+/// within the server's scheduler group only: across sessions (autogroup) the kernel weighs a
+/// group by its runnable threads, so when the screen thread is the server's only one it runs
+/// with the group's weight, raised to nice -10 ([`crate::process::raise_server_priority`]).
+/// Twenty terminals printing at full speed on two CPUs left it 1.1 of them (adversarial L1,
+/// `perf`), ahead of the programs, the holders and an idle terminal's exec. So it measures
+/// the contention itself and rests while there is some.
+struct CpuPressure {
+    /// The stall total (µs) and when it was read; `None` where the kernel has no such file.
+    last: Option<(u64, Instant)>,
+    /// The share measured over the last whole window, and when it was.
+    share: Option<(f64, Instant)>,
+    cpus: usize,
+}
+
+impl CpuPressure {
+    fn new() -> Self {
+        Self {
+            last: read_stall_total().map(|total| (total, Instant::now())),
+            share: None,
+            cpus: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        }
+    }
+
+    /// How long to rest after a slice of work that took `spent`, if the machine is contended.
+    fn rest_after(&mut self, spent: Duration) -> Option<Duration> {
+        let now = Instant::now();
+        let share = match self.share {
+            Some((share, at)) if now.duration_since(at) < PRESSURE_WINDOW => share,
+            _ => {
+                let share = self.waiting_share(now)?;
+                self.share = Some((share, now));
+                share
+            }
+        };
+        rest_for(share, spent)
+    }
+
+    /// The share of the time since the last call some task waited for a CPU (1 or 0 from the
+    /// runnable count where pressure is not kept).
+    fn waiting_share(&mut self, now: Instant) -> Option<f64> {
+        let Some((before, at)) = self.last else {
+            let running = std::fs::read_to_string("/proc/loadavg")
+                .ok()
+                .and_then(|text| runnable_tasks(&text))?;
+            // The count includes this thread.
+            return Some(if running > self.cpus { 1.0 } else { 0.0 });
+        };
+        let total = read_stall_total()?;
+        self.last = Some((total, now));
+        let wall = now.duration_since(at).as_micros();
+        (wall > 0).then(|| total.saturating_sub(before) as f64 / wall as f64)
+    }
+}
+
+/// The rest a slice that took `spent` earns when tasks waited for a CPU `share` of the time.
+fn rest_for(share: f64, spent: Duration) -> Option<Duration> {
+    (share >= CONTENDED_SHARE).then(|| (spent * REST_PER_SLICE).min(REST_MAX))
+}
+
+/// The `total` of the `some` line of `/proc/pressure/cpu` (µs some task waited for a CPU).
+fn read_stall_total() -> Option<u64> {
+    stall_total(&std::fs::read_to_string("/proc/pressure/cpu").ok()?)
+}
+
+fn stall_total(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("some "))?
+        .split_whitespace()
+        .find_map(|field| field.strip_prefix("total="))?
+        .parse()
+        .ok()
+}
+
+/// The runnable tasks of `/proc/loadavg` (its fourth field, `running/all`).
+fn runnable_tasks(text: &str) -> Option<usize> {
+    text.split_whitespace()
+        .nth(3)?
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event_log::{
         EVENT_LOG_KEEP_BYTES, EVENT_LOG_KEEP_MIN_BYTES, EventLog, list_segments,
     };
+
+    #[test]
+    fn the_background_thread_rests_only_while_the_cpus_are_contended() {
+        let psi = "some avg10=1.50 avg60=11.60 avg300=7.00 total=692853747\n\
+                   full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(stall_total(psi), Some(692_853_747));
+        assert_eq!(stall_total("full avg10=0.00 total=5\n"), None);
+        assert_eq!(runnable_tasks("3.40 2.17 1.17 5/98 8298\n"), Some(5));
+        assert_eq!(runnable_tasks("3.40 2.17"), None);
+        let slice = Duration::from_millis(2);
+        assert_eq!(rest_for(0.0, slice), None);
+        assert_eq!(rest_for(0.1, slice), None);
+        assert_eq!(rest_for(0.5, slice), Some(Duration::from_millis(6)));
+        assert_eq!(rest_for(1.0, Duration::from_secs(1)), Some(REST_MAX));
+    }
 
     #[test]
     fn reads_see_every_event_up_to_the_target() -> std::io::Result<()> {

@@ -264,7 +264,10 @@ impl Canary {
     /// Starts one and waits until it runs.
     pub async fn start(dir: &Path, args: &[&str]) -> Self {
         let stop = dir.join(format!("canary-{}-stop", args.first().unwrap_or(&"")));
-        let child = tokio::process::Command::new("python3")
+        // In a session of its own, as an agent started apart from this test is: the kernel
+        // weighs sessions equally (autogroup), and this test's own session reads the floods.
+        let child = tokio::process::Command::new("setsid")
+            .args(["--wait", "python3"])
             .arg(super::manifest_dir().join("tests/adversarial/canary.py"))
             .arg(&stop)
             .args(args)
