@@ -503,14 +503,20 @@ pub const SIGNALS: [(&str, Signal); 10] = [
     ("USR2", Signal::USR2),
 ];
 
-/// Sends `signal` to `pid`, best-effort (a vanished process is not an error worth reporting).
-/// The nice value the server takes where it may (root, or `CAP_SYS_NICE`).
+/// The nice value the server's threads take where they may (root, or `CAP_SYS_NICE`).
 pub const SERVER_NICE: i32 = -10;
+/// The nice value of the server's session group where the kernel groups by session. The
+/// group's weight is shared by all of the server's runnable threads and weighed against one
+/// group per terminal's programs and one per holder: at -10 (9.3 sessions' worth) twenty floods
+/// left the server a fifth of the CPU while it needed half to keep up with their output, and an
+/// idle terminal's exec waited behind it (adversarial L1: canary p50 27–31 ms, p99 104–130;
+/// at -20, 12–14 ms and 57–76).
+pub const SERVER_GROUP_NICE: i32 = -20;
 
 /// Puts the server ahead of the terminals it serves under contention, best effort: nice
 /// [`SERVER_NICE`] for the calling thread (the threads it starts afterwards inherit it) and,
 /// where the kernel groups processes by session (autogroup) and the session is the server's
-/// own, for its group, which is where nice counts across sessions. Each terminal is a session, a group of equal weight, so
+/// own, [`SERVER_GROUP_NICE`] for its group, which is where nice counts across sessions. Each terminal is a session, a group of equal weight, so
 /// without it twenty terminals printing at full speed left the server a twenty-first of the
 /// CPU, and an idle terminal's exec took seconds (adversarial L1). The terminals' programs run
 /// at the normal priority (the holder resets it). Says what it could not do; a server that is
@@ -540,8 +546,10 @@ pub fn raise_server_priority() -> Vec<String> {
                  setsid, or as a service)"
                     .to_owned(),
             );
-        } else if let Err(error) = fs::write(autogroup, SERVER_NICE.to_string()) {
-            refused.push(format!("the session group's nice {SERVER_NICE}: {error}"));
+        } else if let Err(error) = fs::write(autogroup, SERVER_GROUP_NICE.to_string()) {
+            refused.push(format!(
+                "the session group's nice {SERVER_GROUP_NICE}: {error}"
+            ));
         }
     }
     refused
@@ -557,6 +565,7 @@ fn own_session() -> u32 {
     u32::try_from(session).unwrap_or(0)
 }
 
+/// Sends `signal` to `pid`, best-effort (a vanished process is not an error worth reporting).
 pub fn kill(pid: u32, signal: Signal) {
     if let Some(pid) = i32::try_from(pid)
         .ok()

@@ -374,7 +374,7 @@ fn run_worker(rx: &mpsc::Receiver<Job>, requeue: &mpsc::Sender<Job>) {
 /// The thread runs with `SCHED_IDLE`, which should leave it only idle CPU time, but that holds
 /// within the server's scheduler group only: across sessions (autogroup) the kernel weighs a
 /// group by its runnable threads, so when the screen thread is the server's only one it runs
-/// with the group's weight, raised to nice -10 ([`crate::process::raise_server_priority`]).
+/// with the group's weight, raised to nice -20 ([`crate::process::raise_server_priority`]).
 /// Twenty terminals printing at full speed on two CPUs left it 1.1 of them (adversarial L1,
 /// `perf`), ahead of the programs, the holders and an idle terminal's exec. So it measures
 /// the contention itself and rests while there is some.

@@ -235,3 +235,64 @@ async fn the_shell_starts_clean_sized_and_in_its_own_session() {
     );
     assert!(lines[2].starts_with("/dev/pts/"), "{lines:?}");
 }
+
+/// The nice value of `pid` (the 19th field of `/proc/<pid>/stat`, counted after the command's
+/// closing parenthesis).
+fn nice_of(pid: u32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    after.split_whitespace().nth(16)?.parse().ok()
+}
+
+/// docs/backends.md#priority: where it may, the server's threads run at nice -10 and its
+/// session group at -20 (which is what counts against the terminals' sessions); a terminal's
+/// programs run at the normal priority in a group of their own.
+#[tokio::test]
+async fn the_server_comes_first_under_contention_and_the_programs_run_at_the_normal_priority() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let shell = exec(
+        &client,
+        &id,
+        "ps -o ni= -p $$; cat /proc/$$/autogroup 2>/dev/null || echo none",
+    )
+    .await;
+    let lines: Vec<&str> = shell["output"]
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .collect();
+    assert_eq!(lines.first(), Some(&"0"), "the shell's nice: {lines:?}");
+    let has_groups = lines.get(1).is_some_and(|l| *l != "none");
+    if has_groups {
+        assert!(
+            lines[1].ends_with("nice 0"),
+            "the shell's group is an ordinary one: {lines:?}"
+        );
+    }
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    if !is_root {
+        #[allow(clippy::print_stderr, reason = "a partly skipped test says why")]
+        {
+            eprintln!(
+                "not root: the server may not raise its priority, only the shell was checked"
+            );
+        }
+        return;
+    }
+    let server = hub.server_pid().unwrap_or(0);
+    assert_eq!(nice_of(server), Some(-10), "the server's threads");
+    if has_groups {
+        let group =
+            std::fs::read_to_string(format!("/proc/{server}/autogroup")).unwrap_or_default();
+        assert!(
+            group.trim_end().ends_with("nice -20"),
+            "the server's session group: {group}"
+        );
+    }
+}
