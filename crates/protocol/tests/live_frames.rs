@@ -375,6 +375,41 @@ fn client_frames_of_another_shape_are_refused() {
     }
 }
 
+/// A ping's timestamp comes back in the pong as it was sent, whatever JSON it is: a number
+/// with more digits than a double holds parses to the nearest double, so the pong's text of
+/// it parses to that same value again (the fuzz target `live_frames` found one that did not).
+#[test]
+fn a_pings_timestamp_comes_back_exactly() {
+    for timestamp in [
+        "1764755000123",
+        "1764755000.123456",
+        "5.555555555555555e+83",
+        "555555555555555555555555555555555555555555555555555555555555555555555555555555555551",
+        "0.1",
+        "-2.5e-300",
+        r#"{"a":[1e22,2.5,"x"]}"#,
+    ] {
+        let sent = ClientFrame::from_text(&format!(r#"{{"type":"ping","timestamp":{timestamp}}}"#))
+            .unwrap_or_else(|e| panic!("{timestamp}: {e:?}"));
+        let ClientFrame::Ping { timestamp: echoed } = sent.clone() else {
+            panic!("{timestamp}: not a ping: {sent:?}");
+        };
+        let pong = ServerFrame::Pong { timestamp: echoed }.to_text();
+        let read: Value = serde_json::from_str(&pong).unwrap_or_else(|e| panic!("{pong}: {e}"));
+        let expected: Value =
+            serde_json::from_str(timestamp).unwrap_or_else(|e| panic!("{timestamp}: {e}"));
+        assert_eq!(
+            read["timestamp"], expected,
+            "{timestamp} came back as {pong}"
+        );
+        assert_eq!(
+            ClientFrame::from_text(&sent.to_text()).ok(),
+            Some(sent),
+            "{timestamp}"
+        );
+    }
+}
+
 /// The web page's frames, checked by running the page's own code in Node against the
 /// fixtures (no browser needed). Skipped, with a note, where Node is not installed.
 #[test]

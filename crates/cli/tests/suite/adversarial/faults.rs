@@ -439,6 +439,18 @@ async fn f1_repeated_kill_9_of_the_server_mid_stream_loses_nothing() {
         seqs.windows(2).all(|w| w[1] == w[0] + 1),
         "seq is contiguous"
     );
+    // The end marker is in the log a moment before the command's end (its `stty opost`, the
+    // prompt): an agent waits for the command it started, through a server that is not the
+    // one it started it with.
+    let waited = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/wait"),
+        json!({ "seconds": 60 }),
+    )
+    .await;
+    assert_eq!(waited.status, 200, "{}", waited.body);
+    assert_eq!(data(&waited)["status"], "completed", "{}", waited.body);
+    assert_eq!(data(&waited)["exit_code"], 0, "{}", waited.body);
     let after = exec(&client, &id, "echo alive").await;
     assert_eq!(after["output"], "alive", "{after}");
     figure(

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{
     Canary, Producer, assert_exact, figure, log_bytes, open_fds, proc_status, read_to_end, scaled,
-    sha256, watcher,
+    sha256, start_keeping, watcher,
 };
 use crate::suite::{create, exec, exec_raw, start};
 use ptyhub_test_support::{data, wait_until};
@@ -193,12 +193,13 @@ async fn close(client: &Client, id: &str) {
 /// exactly the producer's bytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn l3_every_watcher_and_late_joiner_gets_every_byte() {
-    let hub = start();
-    let client = hub.http();
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let watchers = scaled(20, 100);
     let late = scaled(5, 20);
     let bytes = scaled(4, 40) * 1024 * 1024;
+    // Late joiners read from `since_seq=0`, through the baseline run too.
+    let hub = start_keeping(2 * bytes * 4 / 3);
+    let client = hub.http();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let id = create(&client, json!({ "id": "fan" })).await;
 
     // Alone first: the baseline.
@@ -281,11 +282,12 @@ async fn l3_every_watcher_and_late_joiner_gets_every_byte() {
 /// when it reads again it gets every byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn l4_a_watcher_that_stops_reading_costs_nothing_and_resumes_exactly() {
-    let hub = start();
+    let bytes = scaled(8, 48) * 1024 * 1024;
+    // The stalled watcher reads on from the log, which keeps what it missed.
+    let hub = start_keeping(2 * bytes * 4 / 3);
     let client = hub.http();
     let pid = hub.server_pid().unwrap_or(0);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let bytes = scaled(8, 48) * 1024 * 1024;
     let id = create(&client, json!({ "id": "slow" })).await;
     let alone = Producer::new(dir.path(), "l4-alone", bytes);
     let alone_time = produce(client.clone(), id.clone(), &alone).await;

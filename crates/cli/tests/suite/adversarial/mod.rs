@@ -30,6 +30,19 @@ pub fn is_long() -> bool {
     std::env::var("PTYHUB_ADVERSARIAL").is_ok_and(|tier| tier == "long")
 }
 
+/// A server whose terminals' logs keep `printed` bytes of output and more: a watcher that
+/// falls behind reads on from the log, and a case that wants every byte at every watcher,
+/// however far behind, needs the log to keep what it prints (past that a connection is told
+/// `CURSOR_EXPIRED`, as `ws::live_connections_older_than_the_kept_log_are_told_so` proves).
+/// An output event is stored as base64 inside a line of JSON, a third again as large.
+pub fn start_keeping(printed: usize) -> ptyhub_test_support::Ptyhub {
+    let keep = (printed as u64 * 2).max(ptyhub_core::event_log::EVENT_LOG_KEEP_BYTES);
+    ptyhub_test_support::Ptyhub::start_with(
+        env!("CARGO_BIN_EXE_ptyhub"),
+        &["--event-log-keep", &keep.to_string()],
+    )
+}
+
 /// `ci` in the CI tier, `long` in the long one.
 pub fn scaled(ci: usize, long: usize) -> usize {
     if is_long() { long } else { ci }
@@ -182,6 +195,7 @@ pub async fn watcher(client: &Client, id: &str, query: &str) -> LiveSocket {
 /// byte it got.
 pub async fn read_to_end(socket: &mut LiveSocket, producer: &Producer) -> Vec<u8> {
     let mut bytes = Vec::new();
+    let mut last_text = None;
     let timeout = ptyhub_test_support::default_timeout() * 4;
     loop {
         let message = tokio::time::timeout(timeout, socket.next())
@@ -196,9 +210,17 @@ pub async fn read_to_end(socket: &mut LiveSocket, producer: &Producer) -> Vec<u8
                     return bytes;
                 }
             }
-            Some(Ok(LiveMessage::Close(_))) | None => {
-                panic!("the connection ended before the producer did")
-            }
+            Some(Ok(LiveMessage::Close(close))) => panic!(
+                "the connection was closed ({close:?}) before the producer ended ({} bytes \
+                 so far, the last text frame {last_text:?})",
+                bytes.len()
+            ),
+            None => panic!(
+                "the connection ended before the producer did ({} bytes so far, the last \
+                 text frame {last_text:?})",
+                bytes.len()
+            ),
+            Some(Ok(LiveMessage::Text(text))) => last_text = Some(text.as_str().to_owned()),
             Some(Ok(_)) => {}
             Some(Err(e)) => panic!("websocket: {e}"),
         }
