@@ -31,7 +31,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::TerminalError;
-use ptyhub_protocol::api::{CommandResult, ExecParams, JobParams, OnLease, RunningState};
+use ptyhub_protocol::api::{
+    CommandResult, ExecParams, JobParams, OnLease, RunningState, WindowParams,
+};
 use ptyhub_protocol::event::InputSource;
 
 use crate::output_window::OutputWindow;
@@ -143,15 +145,10 @@ pub struct ExecOptions {
     hard_timeout: Option<Duration>,
     /// The caller's `no_change_timeout`; `None` falls back to the terminal's default.
     no_change_timeout: Option<Duration>,
-    is_truncated: bool,
-    /// How many characters a truncated output keeps (half from each end).
-    truncate_chars: usize,
-    /// Whether the answer carries the console history.
-    is_console_included: bool,
+    /// What of the command's output and console the answer carries.
+    shape: AnswerShape,
     /// Answer as soon as the command waits for input.
     is_input_returned: bool,
-    /// The part of the output the answer carries; `None`: head and tail per `truncate`.
-    window: Option<OutputWindow>,
     /// What the command waits for while someone else holds the keyboard.
     on_lease: OnLease,
     /// Who runs it (its typed bytes are attributed to them); `None`: ptyhub.
@@ -176,7 +173,8 @@ impl ExecOptions {
         let hard_timeout = parse_seconds("hard_timeout", params.hard_timeout)?;
         let no_change_timeout = parse_seconds("no_change_timeout", params.no_change_timeout)?;
         let exec_dir = params.exec_dir.as_deref().map(ExecDir::parse).transpose()?;
-        let window = OutputWindow::from_params(&params.window)?;
+        let shape =
+            AnswerShape::from_params(params.truncate, params.include_console, &params.window)?;
         Ok(Self {
             command: params.command.clone(),
             exec_dir,
@@ -184,11 +182,8 @@ impl ExecOptions {
             timeout,
             hard_timeout,
             no_change_timeout,
-            is_truncated: params.truncate.unwrap_or(true),
-            truncate_chars: AGENT_TRUNCATE_CHARS,
-            is_console_included: params.include_console.unwrap_or(false),
+            shape,
             is_input_returned: params.return_on_input.unwrap_or(true),
-            window,
             on_lease: params.on_lease.unwrap_or_default(),
             source: None,
         })
@@ -206,7 +201,7 @@ impl ExecOptions {
     /// agent default [`AGENT_TRUNCATE_CHARS`]: v1 keeps [`crate::plain_text::TRUNCATE_CHARS`].
     #[must_use]
     pub fn truncating_at(mut self, chars: usize) -> Self {
-        self.truncate_chars = chars;
+        self.shape.truncate_chars = chars;
         self
     }
 
@@ -285,20 +280,56 @@ impl ExecOptions {
         if self.is_async { None } else { self.timeout }
     }
 
+    /// Shapes a result for the caller: the command as sent, and the output and console as
+    /// [`AnswerShape::apply`] leaves them.
+    pub fn shape(&self, mut result: CommandResult) -> CommandResult {
+        result.command = Some(self.command.clone());
+        self.shape.apply(result)
+    }
+}
+
+/// What of a command's output and console an answer carries: exec's and wait's `truncate`,
+/// `include_console` and window parameters, validated.
+#[derive(Clone, Debug)]
+pub struct AnswerShape {
+    is_truncated: bool,
+    /// How many characters a truncated output keeps (half from each end).
+    truncate_chars: usize,
+    /// Whether the answer carries the console history.
+    is_console_included: bool,
+    /// The part of the output the answer carries; `None`: head and tail per `truncate`.
+    window: Option<OutputWindow>,
+}
+
+impl AnswerShape {
+    /// `truncate` (default true, at [`AGENT_TRUNCATE_CHARS`]), `include_console` (default
+    /// false) and the window parameters ([`OutputWindow::from_params`]).
+    pub fn from_params(
+        truncate: Option<bool>,
+        include_console: Option<bool>,
+        window: &WindowParams,
+    ) -> Result<Self, TerminalError> {
+        Ok(Self {
+            is_truncated: truncate.unwrap_or(true),
+            truncate_chars: AGENT_TRUNCATE_CHARS,
+            is_console_included: include_console.unwrap_or(false),
+            window: OutputWindow::from_params(window)?,
+        })
+    }
+
     /// How much of a long output the answer needs: a truncated one without a window only
     /// its ends (the terminal's memory has them; the whole text is read from the log).
-    fn output_extent(&self) -> OutputExtent {
+    pub fn output_extent(&self) -> OutputExtent {
         match self.window {
             None if self.is_truncated => OutputExtent::for_truncation(self.truncate_chars),
             _ => OutputExtent::Whole,
         }
     }
 
-    /// Shapes a result for the caller: the command as sent, the output cut to the window
-    /// asked for (with where it lies), else truncated ([`truncate_output`]) unless `truncate`
-    /// was false, and the console history only when asked (`include_console`).
-    pub fn shape(&self, mut result: CommandResult) -> CommandResult {
-        result.command = Some(self.command.clone());
+    /// The output cut to the window asked for (with where it lies), else truncated
+    /// ([`truncate_output`]) unless `truncate` was false, and the console history only when
+    /// asked (`include_console`).
+    pub fn apply(&self, mut result: CommandResult) -> CommandResult {
         if !self.is_console_included {
             result.console = None;
         }
@@ -345,7 +376,7 @@ impl Submitted {
     pub async fn result_now(&self) -> Result<CommandResult, TerminalError> {
         let result = self
             .handle
-            .command_result_for(Some(self.command_id), self.options.output_extent())
+            .command_result_for(Some(self.command_id), self.options.shape.output_extent())
             .await?;
         Ok(self.options.shape(result))
     }
@@ -362,7 +393,7 @@ impl Submitted {
                 .wait_command_for(
                     Some(self.command_id),
                     self.options.timeout,
-                    self.options.output_extent(),
+                    self.options.shape.output_extent(),
                 )
                 .await?;
             return Ok(self.options.shape(result));
@@ -371,6 +402,7 @@ impl Submitted {
             &self.handle,
             Some(self.command_id),
             self.options.timeout,
+            self.options.shape.output_extent(),
         )
         .await?;
         let mut result = waited.result;

@@ -831,12 +831,22 @@ pub struct InputResponse {
     pub receipt: InputReceipt,
 }
 
-/// `POST …/wait`: wait for the current command to end.
+/// `POST …/wait`: wait for the current command to end; the answer is shaped as exec's.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WaitParams {
     /// Seconds to wait at most (default 30, at most 3600); the command goes on after it.
     #[serde(default)]
     pub seconds: Option<f64>,
+    /// Keep the first and last 15,000 characters of a longer output (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncate: Option<bool>,
+    /// Carry the console history (`console`) in the answer (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_console: Option<bool>,
+    /// Which part of the output the answer carries (docs/compatibility.md#output-windows);
+    /// given, it replaces the head-and-tail truncation.
+    #[serde(flatten)]
+    pub window: WindowParams,
 }
 
 /// `POST …/resize`: change the PTY's size (logged as a `pty.resize` event).

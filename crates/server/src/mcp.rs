@@ -438,15 +438,12 @@ impl PtyhubMcp {
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let params = WaitParams {
             seconds: Some(self.capped_secs(a.timeout, None)),
+            ..WaitParams::default()
         };
         let client = self.client_for(&context.extensions);
         let terminal = client.terminal(&a.id);
         let answer = with_progress(&context, self.wait_cap, terminal.wait(&params)).await;
         Ok(value_result(answer_value(answer).map(|mut data| {
-            // The console history is most of a wait's answer and no model needs it here.
-            if let Some(object) = data.as_object_mut() {
-                object.remove("console");
-            }
             note_running(&mut data);
             data
         })))

@@ -14,6 +14,7 @@ use axum::extract::{Path, State};
 use axum::routing::{delete, get, post};
 use ptyhub_core::exec::{self, ExecDir, ExecOptions, parse_seconds};
 use ptyhub_core::registry::CreateSpec;
+use ptyhub_core::terminal::OutputExtent;
 use ptyhub_protocol::api::{CommandStatus, ConsoleRecord, Envelope, ExecParams};
 use ptyhub_protocol::error::ApiError;
 use ptyhub_protocol::ids::TerminalId;
@@ -331,8 +332,13 @@ async fn wait(
         .get(&principal.owner, &params.id)
         .await
         .map_err(v1_error)?;
+    // Only the status is answered: nothing of a long output is read from the log.
     let result = handle
-        .wait_command(None, Some(Duration::from_secs_f64(limit)))
+        .wait_command_for(
+            None,
+            Some(Duration::from_secs_f64(limit)),
+            OutputExtent::Ends,
+        )
         .await
         .map_err(v1_error)?;
     ok(

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use ptyhub_core::backend::BackendChoice;
 use ptyhub_core::error::TerminalError;
-use ptyhub_core::exec::{self, ExecOptions, JobOptions, parse_seconds};
+use ptyhub_core::exec::{self, AnswerShape, ExecOptions, JobOptions, parse_seconds};
 use ptyhub_core::registry::{CreateSpec, EVENTS_PAGE_MAX};
 use ptyhub_protocol::api::{
     BackendInfo, BackendKind, BackendStatus, BackendsResponse, CommandResult, CreateSessionParams,
@@ -249,11 +249,12 @@ async fn wait(
     let limit = parse_seconds("seconds", params.seconds)?
         .unwrap_or(WAIT_DEFAULT)
         .min(WAIT_MAX);
+    let shape = AnswerShape::from_params(params.truncate, params.include_console, &params.window)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
-    ok(
-        "Wait finished",
-        handle.wait_command(None, Some(limit)).await?,
-    )
+    let result = handle
+        .wait_command_for(None, Some(limit), shape.output_extent())
+        .await?;
+    ok("Wait finished", shape.apply(result))
 }
 
 #[utoipa::path(post, path = "/v2/pty/sessions/{id}/resize", tag = "v2", operation_id = "v2_resize", params(("id" = String, Path, description = "the terminal id")), request_body = ResizeParams, responses((status = 200, description = "inside the {success, message, data} envelope", body = Envelope<TermSize>), (status = "4XX", description = "an error: {success: false, message, error: {code, retryable}}", body = ptyhub_protocol::error::ErrorBody)))]

@@ -288,6 +288,59 @@ async fn long_output_is_truncated_unless_asked_and_large_output_is_exact() {
     assert!(data(&full)["output"] == expected.as_str());
 }
 
+/// A wait's answer is shaped as exec's: truncated by default (reading only the ends of an
+/// output longer than the terminal keeps in memory), whole with `truncate: false`, a window
+/// when asked, the console only when asked; a bad window is refused and waits for nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_answers_as_exec_does_truncated_windowed_or_whole() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let wait = |body: serde_json::Value| {
+        let client = client.clone();
+        let path = format!("/v2/pty/sessions/{id}/wait");
+        async move { post(&client, &path, body).await }
+    };
+    let refused = wait(json!({ "context": 2 })).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert_eq!(refused.body["error"]["code"], "INVALID_INPUT");
+
+    // 2.2 MB of output, four times what memory keeps of a command.
+    let started = exec_raw(
+        &client,
+        &id,
+        json!({ "command": "seq 1 300000", "async": true }),
+    )
+    .await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    let done = wait(json!({ "seconds": 60 })).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let answer = data(&done);
+    assert_eq!(answer["status"], "completed", "{answer}");
+    assert_eq!(answer["exit_code"], 0);
+    assert!(answer["console"].is_null(), "no console unless asked");
+    let output = answer["output"].as_str().unwrap_or_default();
+    assert!(output.starts_with("1\n2\n3\n"), "{output:.40}");
+    assert!(output.ends_with("299999\n300000"), "{output:.40}");
+    assert!(output.contains("[... Observation truncated due to length ...]"));
+    assert!(output.chars().count() < 10_100, "exec's 10,000 characters");
+
+    let tail = wait(json!({ "tail": 2, "include_console": true })).await;
+    assert_eq!(data(&tail)["output"], "299999\n300000", "{}", tail.body);
+    assert!(data(&tail)["window"].is_object(), "{}", tail.body);
+    assert!(data(&tail)["console"].is_array(), "{}", tail.body);
+
+    let whole = wait(json!({ "truncate": false })).await;
+    let expected: String = (1..=300_000)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        data(&whole)["output"] == expected.as_str(),
+        "the whole output"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn marks_survive_a_user_changing_ps1_and_prompt_command() {
     let hub = start();

@@ -74,12 +74,28 @@ async fn a_program_hung_on_a_socket_is_not_reading_the_terminal() {
         "p = select.poll(); p.register(b, select.POLLIN); p.poll()",
     ] {
         let command = format!("python3 -c \"{connect}{wait}\"");
-        let hung = send(
+        let mut hung = send(
             &client,
             &id,
             json!({ "text": command, "submit": true, "idle_window": 1, "deadline": 20 }),
         )
         .await;
+        // Quiet for the idle window while it still starts (over a second beside a busy
+        // machine), it is idle on nothing yet: wait on until it said it blocks.
+        let mut printed = output(&hung).to_owned();
+        for _ in 0..10 {
+            if printed.contains("blocking") {
+                break;
+            }
+            hung = send(
+                &client,
+                &id,
+                json!({ "text": "", "idle_window": 1, "deadline": 20 }),
+            )
+            .await;
+            printed.push_str(output(&hung));
+        }
+        assert!(printed.contains("blocking"), "{wait}: {printed:?}");
         assert_eq!(hung["wait_reason"], "inferred_idle", "{wait}: {hung}");
         assert_eq!(hung["waits_on"], "socket", "{wait}: {hung}");
         assert_eq!(hung["foreground_program"], "python3", "{wait}: {hung}");

@@ -18,7 +18,7 @@ use std::time::Duration;
 use ptyhub_protocol::api::{CommandResult, WaitReason};
 use tokio::time::Instant;
 
-use super::TerminalHandle;
+use super::{OutputExtent, TerminalHandle};
 use crate::error::TerminalError;
 
 /// Output must have been quiet this long before a reading process counts as waiting.
@@ -40,13 +40,14 @@ pub struct CommandWait {
 }
 
 /// Waits (at most `limit`, forever without one) until command `id` (or the running one) ends
-/// or waits for input.
+/// or waits for input; the result carries `extent` of a long output.
 pub async fn wait_command_or_input(
     handle: &TerminalHandle,
     id: Option<u64>,
     limit: Option<Duration>,
+    extent: OutputExtent,
 ) -> Result<CommandWait, TerminalError> {
-    let ended = handle.wait_command(id, limit);
+    let ended = handle.wait_command_for(id, limit, extent);
     tokio::pin!(ended);
     let mut seq = handle.seq();
     seq.borrow_and_update();
@@ -115,7 +116,8 @@ async fn asks_for_input(
     if !shell.is_command_running || !is_this_command {
         return Ok(None);
     }
-    let result = handle.command_result(id).await?;
+    // Its output is the progress below: nothing of it is read from the log here.
+    let result = handle.command_result_for(id, OutputExtent::Ends).await?;
     if !result.status.is_running() {
         return Ok(None);
     }

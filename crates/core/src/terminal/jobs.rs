@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::error::TerminalError;
 use ptyhub_protocol::api::{CommandStatus, JobResponse, JobState};
 
-use super::{ExecRequest, JobView, TerminalHandle};
+use super::{ExecRequest, JobView, OutputExtent, TerminalHandle};
 use crate::exec::truncate_output;
 
 pub fn job_id(command_id: u64) -> String {
@@ -70,7 +70,10 @@ pub async fn wait(
 ) -> Result<JobResponse, TerminalError> {
     let id = parse_job_id(job)?;
     get(handle, job).await?;
-    handle.wait_command(Some(id), Some(limit)).await?;
+    // The job's answer is read afterwards; its output is not needed here.
+    handle
+        .wait_command_for(Some(id), Some(limit), OutputExtent::Ends)
+        .await?;
     get(handle, job).await
 }
 

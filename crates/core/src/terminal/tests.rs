@@ -8,7 +8,7 @@ use ptyhub_protocol::api::CommandStatus;
 use ptyhub_protocol::error::ErrorCode;
 use ptyhub_protocol::holder::{HolderRequest, HolderStatus};
 
-use super::{ExecRequest, TerminalHandle};
+use super::{ExecRequest, OutputExtent, TerminalHandle};
 use crate::backend::fake::{FAKE_SHELL_PID, FakeBackend, FakeHost};
 use crate::state_dir;
 
@@ -505,9 +505,14 @@ async fn a_command_waiting_for_input_ends_the_wait_early() {
         ..HolderStatus::default()
     });
     // Running, not reading: the wait runs to its limit.
-    let quiet = wait_command_or_input(&t.handle, Some(id), Some(Duration::from_millis(300)))
-        .await
-        .expect("waited");
+    let quiet = wait_command_or_input(
+        &t.handle,
+        Some(id),
+        Some(Duration::from_millis(300)),
+        OutputExtent::Whole,
+    )
+    .await
+    .expect("waited");
     assert_eq!(quiet.wait_reason, None);
     assert_eq!(quiet.result.status, CommandStatus::Running);
 
@@ -521,18 +526,28 @@ async fn a_command_waiting_for_input_ends_the_wait_early() {
         input_queued: Some(0),
         ..HolderStatus::default()
     });
-    let asked = wait_command_or_input(&t.handle, Some(id), Some(Duration::from_secs(30)))
-        .await
-        .expect("waited");
+    let asked = wait_command_or_input(
+        &t.handle,
+        Some(id),
+        Some(Duration::from_secs(30)),
+        OutputExtent::Whole,
+    )
+    .await
+    .expect("waited");
     assert_eq!(asked.wait_reason, Some(WaitReason::StdinRead));
     assert_eq!(asked.result.status, CommandStatus::Running);
     assert_eq!(asked.output_so_far.as_deref(), Some("Continue? [Y/n] "));
 
     t.fake
         .output(&[b"y\r\ndone\r\n".to_vec(), mark("D;0"), prompt()].concat());
-    let ended = wait_command_or_input(&t.handle, Some(id), Some(Duration::from_secs(30)))
-        .await
-        .expect("waited");
+    let ended = wait_command_or_input(
+        &t.handle,
+        Some(id),
+        Some(Duration::from_secs(30)),
+        OutputExtent::Whole,
+    )
+    .await
+    .expect("waited");
     assert_eq!(ended.wait_reason, None);
     assert_eq!(ended.result.exit_code, Some(0));
 }
