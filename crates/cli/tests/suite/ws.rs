@@ -655,7 +655,11 @@ async fn a_terminal_query_gets_exactly_one_answer() {
     let hub = start();
     let client = hub.http();
     let id = create(&client, json!({ "cwd": "/tmp" })).await;
-    let ask = "printf '\\033[6n'; IFS= read -rs -d R answer; echo \"got:${answer#*[}.\"";
+    // Echo goes off before the query, as a program that asks does: `read -s` turns it off
+    // only once it runs, and an answer that comes before (ptyhub answers from its screen at
+    // once) would be echoed.
+    let ask = "stty -echo; printf '\\033[6n'; IFS= read -r -d R answer; stty echo; \
+               echo \"got:${answer#*[}.\"";
 
     // No writer connected: ptyhub answers from its screen.
     let answered = exec(&client, &id, ask).await;
