@@ -62,6 +62,14 @@ status=${PIPESTATUS[0]}
 set -e
 
 if [ "$tier" = long ]; then
+  # Every fuzz target too; its summary lines go into the report.
+  set +e
+  scripts/fuzz.sh "${FUZZ_SECONDS:-120}" 2>&1 | tee -a "$log"
+  fuzz_status=${PIPESTATUS[0]}
+  set -e
+  if [ "$fuzz_status" -ne 0 ]; then
+    status=1
+  fi
   mkdir -p bench/results
   out="bench/results/adversarial-$(date -u +%Y%m%d).md"
   {
@@ -71,15 +79,25 @@ if [ "$tier" = long ]; then
     echo
     echo '| case | figure | value |'
     echo '| --- | --- | --- |'
-    sed -n 's/^figure \([A-Z][0-9]*\): \(.*\) = \(.*\)$/| \1 | \2 | \3 |/p' "$log"
+    # A case's first figure is printed on the harness's `test … ... ` line.
+    sed -n 's/^\(test .* \.\.\. \)\{0,1\}figure \([A-Z][0-9]*\): \(.*\) = \(.*\)$/| \2 | \3 | \4 |/p' "$log"
+    echo
+    echo '## Fuzz'
+    echo
+    echo "| target | ${FUZZ_SECONDS:-120} s |"
+    echo '| --- | --- |'
+    sed -n 's/^fuzz: \([a-z_]*\) ok: \(.*\)$/| \1 | \2 |/p
+            s/^fuzz: \([a-z_]*\) FAILED.*$/| \1 | **failed** (fuzz\/artifacts\/\1) |/p' "$log"
     echo
     echo '## Tests'
     echo
-    grep -E '^test .* \.\.\. (ok|FAILED)$' "$log" | sed 's/^/- /'
+    # Every test the harness started; FAILED when the summary lists it under `failures:`.
+    awk '/^test .* \.\.\. / { order[++n] = $2 }
+         /^failures:$/ { in_list = 1; next }
+         in_list && /^    / { failed[$1] = 1; next }
+         in_list && !/^    / { in_list = 0 }
+         END { for (i = 1; i <= n; i++) print "- " order[i] (order[i] in failed ? " FAILED" : " ok") }' "$log"
   } >"$out"
   echo "figures written to $out"
-  if ! scripts/fuzz.sh "${FUZZ_SECONDS:-120}"; then
-    status=1
-  fi
 fi
 exit "$status"

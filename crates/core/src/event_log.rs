@@ -77,11 +77,13 @@ pub fn list_segments(dir: &Path) -> io::Result<Vec<(Seq, PathBuf)>> {
     Ok(segments)
 }
 
-/// Reads the `seq` of a log line without parsing the rest (`{"seq":123,...`).
+/// Reads the `seq` of a log line without parsing the rest (`{"seq":123,...`); `None` beyond
+/// `u64::MAX`.
 pub fn parse_seq_prefix(line: &[u8]) -> Option<Seq> {
     let rest = line.strip_prefix(b"{\"seq\":")?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || digits > 19 {
+    // `u64::MAX` has 20 digits; longer cannot parse, and is not looked at.
+    if digits == 0 || digits > 20 {
         return None;
     }
     let text = std::str::from_utf8(&rest[..digits]).ok()?;
