@@ -660,6 +660,14 @@ def summarize(run: Run) -> tuple[dict, str]:
             if r is not None and (worst is None or r > worst[1]):
                 worst = (kind, r)
         md.append("")
+        waits = hi.get("wait_long_command_ms") or []
+        if waits:
+            summary["history"]["wait_long_command"] = {
+                "p50_ms": percentile(waits, 50), "chars": hi.get("wait_long_command_chars")}
+            md.append(f"`POST …/wait` answering the command that printed the file (it has "
+                      f"ended): median {fmt(percentile(waits, 50))} ms of {len(waits)}, "
+                      f"{hi.get('wait_long_command_chars')} characters of output in the answer.")
+            md.append("")
         if worst is not None:
             targets.append({"target": "long history: every call within 1.2x of the same call "
                                       "without history (p50)", "value": worst[1],

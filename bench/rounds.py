@@ -352,6 +352,18 @@ class Run:
             # The screen follows the log in the background; one read makes it catch up.
             hub.ok("GET", f"/v2/pty/sessions/{urllib.parse.quote(ids['long'])}/screen")
             time.sleep(2)
+            # A wait (and an exec's answer) returns at most exec's truncated ends of a long
+            # output: what does answering the command that printed it all cost?
+            res["wait_long_command_ms"] = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                answer = hub.ok("POST", f"/v2/pty/sessions/{urllib.parse.quote(ids['long'])}/wait",
+                                {"seconds": 30})
+                res["wait_long_command_ms"].append((time.perf_counter() - t0) * 1e3)
+                res["wait_long_command_chars"] = len(answer.get("output") or "")
+            log(f"history: wait on the long command "
+                f"{percentile(res['wait_long_command_ms'], 50):.1f} ms, "
+                f"{res['wait_long_command_chars']} characters")
             for name, sid in ids.items():
                 res["log_bytes"][name] = hub.log_bytes(sid)
             for i in range(a.history_ops):
