@@ -461,7 +461,11 @@ fn a_log_file_that_is_a_symbolic_link_is_refused_not_followed() -> io::Result<()
 /// 10^19 up to `u64::MAX`) that parsed as an event but whose prefix read as none.
 #[test]
 fn a_seq_of_twenty_digits_reads_from_the_prefix() {
-    for seq in [10_000_000_000_000_000_000, 14_544_444_444_444_444_457, u64::MAX] {
+    for seq in [
+        10_000_000_000_000_000_000,
+        14_544_444_444_444_444_457,
+        u64::MAX,
+    ] {
         let line = format!(r#"{{"seq":{seq},"ts":1.5,"type":"x"}}"#);
         assert_eq!(parse_seq_prefix(line.as_bytes()), Some(Seq(seq)), "{line}");
     }
