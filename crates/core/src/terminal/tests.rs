@@ -488,6 +488,12 @@ async fn a_command_waiting_for_input_ends_the_wait_early() {
     use ptyhub_protocol::api::WaitReason;
     let t = start(&[&prompt()]);
     let id = t.handle.exec(exec("./install")).await.expect("submitted");
+    let handle = &t.handle;
+    let wait = |limit| async move {
+        wait_command_or_input(handle, Some(id), Some(limit), OutputExtent::Whole)
+            .await
+            .expect("waited")
+    };
     t.fake.output(
         &[
             b"./install\r\n".to_vec(),
@@ -505,14 +511,7 @@ async fn a_command_waiting_for_input_ends_the_wait_early() {
         ..HolderStatus::default()
     });
     // Running, not reading: the wait runs to its limit.
-    let quiet = wait_command_or_input(
-        &t.handle,
-        Some(id),
-        Some(Duration::from_millis(300)),
-        OutputExtent::Whole,
-    )
-    .await
-    .expect("waited");
+    let quiet = wait(Duration::from_millis(300)).await;
     assert_eq!(quiet.wait_reason, None);
     assert_eq!(quiet.result.status, CommandStatus::Running);
 
@@ -526,28 +525,14 @@ async fn a_command_waiting_for_input_ends_the_wait_early() {
         input_queued: Some(0),
         ..HolderStatus::default()
     });
-    let asked = wait_command_or_input(
-        &t.handle,
-        Some(id),
-        Some(Duration::from_secs(30)),
-        OutputExtent::Whole,
-    )
-    .await
-    .expect("waited");
+    let asked = wait(Duration::from_secs(30)).await;
     assert_eq!(asked.wait_reason, Some(WaitReason::StdinRead));
     assert_eq!(asked.result.status, CommandStatus::Running);
     assert_eq!(asked.output_so_far.as_deref(), Some("Continue? [Y/n] "));
 
     t.fake
         .output(&[b"y\r\ndone\r\n".to_vec(), mark("D;0"), prompt()].concat());
-    let ended = wait_command_or_input(
-        &t.handle,
-        Some(id),
-        Some(Duration::from_secs(30)),
-        OutputExtent::Whole,
-    )
-    .await
-    .expect("waited");
+    let ended = wait(Duration::from_secs(30)).await;
     assert_eq!(ended.wait_reason, None);
     assert_eq!(ended.result.exit_code, Some(0));
 }
