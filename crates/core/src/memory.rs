@@ -23,6 +23,13 @@ pub fn trim_heap() {
     }
 }
 
+/// What a holder hands back when it goes idle: the free heap ([`trim_heap`]) and the stack a
+/// deeper call touched ([`release_unused_stack`]).
+pub fn hand_back_idle_memory() {
+    trim_heap();
+    release_unused_stack();
+}
+
 /// Sets the server's allocator options ([`MMAP_THRESHOLD_BYTES`], [`SERVER_ARENAS_MAX`]).
 /// Best called before the runtime starts its threads; later calls apply to what follows.
 pub fn tune_for_server() {
@@ -33,4 +40,51 @@ pub fn tune_for_server() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
         libc::mallopt(libc::M_ARENA_MAX, SERVER_ARENAS_MAX);
     }
+}
+
+/// Stack the caller keeps below its own frame when [`release_unused_stack`] hands the rest
+/// back: what the next round of a loop's calls touches again.
+pub const STACK_KEPT_BELOW_BYTES: usize = 8 * 1024;
+
+/// Hands back the main thread's stack pages below the caller's frame (less
+/// [`STACK_KEPT_BELOW_BYTES`]) that an earlier, deeper call touched: the kernel keeps a
+/// touched stack page for the life of the process, and a holder's start (its spec parsed,
+/// its program spawned) goes deeper than its loop ever does again. The pages come back, as
+/// zeros, the next time a call reaches that deep. Does nothing on another thread, whose
+/// stack is not the `[stack]` mapping.
+#[inline(never)]
+pub fn release_unused_stack() {
+    if rustix::thread::gettid() != rustix::process::getpid() {
+        return;
+    }
+    let marker = 0u8;
+    let here = std::ptr::from_ref(std::hint::black_box(&marker)) as usize;
+    let Some(lowest) = main_stack_start() else {
+        return;
+    };
+    let page = rustix::param::page_size();
+    let end = here.saturating_sub(STACK_KEPT_BELOW_BYTES) & !(page - 1);
+    if end <= lowest {
+        return;
+    }
+    #[allow(unsafe_code, reason = "madvise has no safe form")]
+    // SAFETY: [lowest, end) lies in the main thread's stack mapping, below this frame and a
+    // margin under it: nothing lives there (the stack grows down), so its pages may be
+    // dropped; the kernel maps zeros in when the stack grows into them again.
+    unsafe {
+        libc::madvise(
+            lowest as *mut libc::c_void,
+            end - lowest,
+            libc::MADV_DONTNEED,
+        );
+    }
+}
+
+/// Where the main thread's stack mapping starts (its lowest address), from
+/// `/proc/self/maps`.
+fn main_stack_start() -> Option<usize> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|line| line.ends_with("[stack]"))?;
+    let (start, _) = line.split_once('-')?;
+    usize::from_str_radix(start, 16).ok()
 }

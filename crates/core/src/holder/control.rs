@@ -345,7 +345,7 @@ impl ControlHolder {
             |flags: PollFlags| flags.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR);
         if n == 0 && self.has_heap_activity {
             clients::release_idle_buffers(&mut self.clients);
-            crate::memory::trim_heap();
+            crate::memory::hand_back_idle_memory();
             self.has_heap_activity = false;
         }
         if !revents[0].is_empty() {

@@ -215,7 +215,7 @@ impl Holder {
             }
             // Idle: hand the buffers of the last burst back to the system, so an idle holder
             // stays small (one per terminal).
-            crate::memory::trim_heap();
+            crate::memory::hand_back_idle_memory();
             self.has_heap_activity = false;
         }
         if !revents[0].is_empty() {

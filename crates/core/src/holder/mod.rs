@@ -31,7 +31,7 @@ mod log_writer;
 mod pty;
 pub mod root_layer;
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -111,14 +111,7 @@ pub fn run() -> i32 {
     if let Err(error) = rustix::process::setsid() {
         let _ = writeln!(io::stderr(), "holder: stays in its session: {error}");
     }
-    let mut line = String::new();
-    let spec = io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::from_str::<HolderSpec>(&line).map_err(|e| e.to_string()));
-    let result = spec.and_then(|spec| HolderLoop::start(spec).map_err(|e| e.to_string()));
-    match result {
+    match start_from_stdin() {
         Ok(mut holder) => {
             report_ready(&ReadyLine {
                 ready: true,
@@ -144,6 +137,17 @@ pub fn run() -> i32 {
             1
         }
     }
+}
+
+/// Reads the spec and starts the terminal. Not inlined: parsing the spec and starting the
+/// program take stack frames that are gone by the time the loop runs, so the idle holder
+/// hands their pages back (`memory::release_unused_stack`) instead of keeping them below
+/// the loop's frames.
+#[inline(never)]
+fn start_from_stdin() -> Result<HolderLoop, String> {
+    let line = read_spec_line().map_err(|e| e.to_string())?;
+    let spec = serde_json::from_slice::<HolderSpec>(&line).map_err(|e| e.to_string())?;
+    HolderLoop::start(spec).map_err(|e| e.to_string())
 }
 
 /// The holder's loop: over a PTY it owns, or over a tmux control-mode client.
@@ -184,11 +188,43 @@ impl HolderLoop {
     }
 }
 
+/// Reads the spec's line from stdin (without its newline). Straight from the descriptor: std's `stdin()` would keep
+/// an 8 KiB buffer for the rest of the holder's life, one in every holder.
+fn read_spec_line() -> io::Result<Vec<u8>> {
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match rustix::io::read(rustix::stdio::stdin(), &mut chunk) {
+            Ok(0) => return Ok(line),
+            Ok(n) => {
+                let read = &chunk[..n];
+                if let Some(end) = read.iter().position(|&b| b == b'\n') {
+                    line.extend_from_slice(&read[..end]);
+                    return Ok(line);
+                }
+                line.extend_from_slice(read);
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+/// Writes the ready line to stdout, straight to the descriptor (as [`read_spec_line`] reads).
 fn report_ready(line: &ReadyLine) {
-    let mut out = io::stdout().lock();
-    let _ = serde_json::to_writer(&mut out, line);
-    let _ = out.write_all(b"\n");
-    let _ = out.flush();
+    let Ok(mut text) = serde_json::to_vec(line) else {
+        return;
+    };
+    text.push(b'\n');
+    let mut rest = text.as_slice();
+    while !rest.is_empty() {
+        match rustix::io::write(rustix::stdio::stdout(), rest) {
+            Ok(0) => return,
+            Ok(n) => rest = &rest[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// Points stdin and stdout at `/dev/null` so the launcher's pipes close; stderr stays (the
