@@ -44,10 +44,10 @@ pub fn tune_for_server() {
 
 /// Stack the caller keeps below its own frame when [`release_unused_stack`] hands the rest
 /// back: what the next round of a loop's calls touches again.
-pub const STACK_KEPT_BELOW_BYTES: usize = 8 * 1024;
+const STACK_KEPT_BELOW_BYTES: usize = 8 * 1024;
 
-/// Hands back the main thread's stack pages below the caller's frame (less
-/// [`STACK_KEPT_BELOW_BYTES`]) that an earlier, deeper call touched: the kernel keeps a
+/// Hands back the main thread's stack pages below the caller's frame (less 8 KiB,
+/// `STACK_KEPT_BELOW_BYTES`) that an earlier, deeper call touched: the kernel keeps a
 /// touched stack page for the life of the process, and a holder's start (its spec parsed,
 /// its program spawned) goes deeper than its loop ever does again. The pages come back, as
 /// zeros, the next time a call reaches that deep. Does nothing on another thread, whose

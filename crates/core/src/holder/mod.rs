@@ -188,8 +188,9 @@ impl HolderLoop {
     }
 }
 
-/// Reads the spec's line from stdin (without its newline). Straight from the descriptor: std's `stdin()` would keep
-/// an 8 KiB buffer for the rest of the holder's life, one in every holder.
+/// Reads the spec's line from stdin (without its newline), straight from the descriptor:
+/// std's `stdin()` would keep an 8 KiB buffer for the rest of the holder's life, one in every
+/// holder.
 fn read_spec_line() -> io::Result<Vec<u8>> {
     let mut line = Vec::new();
     let mut chunk = [0u8; 4096];
