@@ -261,6 +261,17 @@ impl Actor {
                 .reply
                 .send(Err(TerminalError::FirstPromptTimeout { screen }));
         }
+        // A prompt whose bracketed paste never came gets the exec typed once the paste wait
+        // is over: a shell that turned the paste off, or a prompt the tty discarded (a ^C the
+        // kernel takes after its command has ended flushes what the shell wrote since: its
+        // end mark, its prompt and the paste's switch on).
+        if self
+            .pending_exec
+            .as_ref()
+            .is_some_and(|p| now >= p.since + PASTE_WAIT)
+        {
+            self.submit_pending_when_ready(true).await;
+        }
         if self.tracker.running().is_none() {
             return;
         }

@@ -232,6 +232,53 @@ async fn a_cancel_before_the_shell_started_the_command_interrupts_it_once_it_sta
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_exec_after_a_prompt_the_tty_discarded_is_typed_after_the_paste_wait() {
+    // The cancel's SIGTERM ends the command before the kernel takes its ^C, whose flush then
+    // discards what the shell wrote since: its end mark and its prompt (with the paste's
+    // switch on) never reach the terminal, and its line editor reads.
+    let t = start(&[&prompt()]);
+    let id = t
+        .handle
+        .exec(exec("trap '' INT; sleep 60"))
+        .await
+        .expect("submitted");
+    t.fake.output(
+        &[
+            b"trap '' INT; sleep 60\r\n".to_vec(),
+            b"\x1b[?2004l".to_vec(),
+            mark("C"),
+        ]
+        .concat(),
+    );
+    settle().await;
+    assert_eq!(t.handle.cancel(Some(id)).await.ok(), Some(id));
+    settle().await;
+    assert_eq!(t.fake.typed().last().map(Vec::as_slice), Some(&b"\x03"[..]));
+    // No end comes: the kill after the grace, and the end of tracking a grace later.
+    tokio::time::sleep(super::INTERRUPT_GRACE * 2 + Duration::from_millis(100)).await;
+    let result = t
+        .handle
+        .wait_command(Some(id), None)
+        .await
+        .expect("a result");
+    assert_eq!(result.status, CommandStatus::Terminated);
+
+    let handle = t.handle.clone();
+    let next = tokio::spawn(async move { handle.exec(exec("echo alive")).await });
+    settle().await;
+    tokio::time::sleep(super::PASTE_WAIT + Duration::from_millis(100)).await;
+    settle().await;
+    let typed = t.fake.typed();
+    assert!(
+        typed
+            .last()
+            .is_some_and(|last| last.ends_with(&pasted("echo alive"))),
+        "{typed:?}"
+    );
+    assert!(next.await.expect("the exec task").is_ok());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_command_the_shell_never_starts_is_interrupted_after_the_grace() {
     let t = start(&[&prompt()]);
     let id = t.handle.exec(exec("cat <<EOF")).await.expect("submitted");
