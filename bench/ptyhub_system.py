@@ -239,10 +239,12 @@ class Ptyhub:
         return out
 
     def holder_pids_from_proc(self) -> list[int]:
-        """Fallback: processes running this binary's `holder` subcommand for this server's
-        terminals only (a descriptor open in its state or runtime dir), never another's."""
+        """Fallback: holders of this binary (its `holder` subcommand, or the `ptyhub-holder`
+        beside it) for this server's terminals only (a descriptor open in its state or runtime
+        dir), never another's."""
         pids = []
-        real = os.path.realpath(self.binary)
+        real = {os.path.realpath(self.binary),
+                os.path.realpath(os.path.join(os.path.dirname(self.binary), "ptyhub-holder"))}
         mine = (os.path.realpath(self.state) + os.sep, os.path.realpath(self.runtime) + os.sep)
         for d in os.listdir("/proc"):
             if not d.isdigit():
@@ -253,7 +255,7 @@ class Ptyhub:
                     exe = os.path.realpath(f"/proc/{d}/exe")
                 except OSError:
                     continue
-                if exe.replace(" (deleted)", "") == real and self._opens_under(int(d), mine):
+                if exe.replace(" (deleted)", "") in real and self._opens_under(int(d), mine):
                     pids.append(int(d))
         return pids
 

@@ -475,7 +475,10 @@ async fn serve(
             memory_max_bytes: args.memory_max.or(file.memory_max()?),
         },
     );
-    let launcher = HolderLauncher::current_exe().context("cannot find the ptyhub executable")?;
+    let (launcher, note) = HolderLauncher::find().context("cannot find the ptyhub executable")?;
+    if let Some(note) = note {
+        tracing::warn!("{note}");
+    }
     let tmux = TmuxBackend::new(
         launcher.clone(),
         args.tmux.or_else(|| file.tmux.clone()),

@@ -10,6 +10,7 @@ mod discovery;
 mod exec;
 mod grants;
 mod health;
+mod holder_exe;
 mod jobs;
 mod lease;
 mod lifecycle;

@@ -34,30 +34,17 @@ impl NativeBackend {
     }
 }
 
-/// The terminal's holder, if it still runs: the recorded pid, alive, running the holder's
-/// executable `exe` (a pid the system gave to another program since is not the holder).
-/// A holder started by another build (an upgrade installed elsewhere, an older server) runs
-/// another file: it counts when that file has the same name and runs the `holder`
-/// subcommand.
-pub(super) fn live_holder(exe: &Path, meta: &TerminalMeta) -> Option<u32> {
-    meta.holder_pid.filter(|&pid| {
-        process::is_alive(pid)
-            && process::exe(pid)
-                .is_some_and(|e| e == exe || is_holder_of_another_build(pid, &e, exe))
-    })
-}
-
-/// Whether `pid`, which runs `its_exe`, is a holder started from another copy of `exe`.
-fn is_holder_of_another_build(pid: u32, its_exe: &Path, exe: &Path) -> bool {
-    its_exe.file_name().is_some()
-        && its_exe.file_name() == exe.file_name()
-        && process::cmdline(pid).is_some_and(|args| args.get(1).is_some_and(|arg| arg == "holder"))
+/// The terminal's holder, if it still runs: the recorded pid, alive, and a holder
+/// ([`HolderLauncher::is_holder`]).
+pub(super) fn live_holder(launcher: &HolderLauncher, meta: &TerminalMeta) -> Option<u32> {
+    meta.holder_pid
+        .filter(|&pid| process::is_alive(pid) && launcher.is_holder(pid))
 }
 
 /// Ends every process of a terminal: those carrying its instance's mark, and its live
 /// holder's tree with the holder.
-pub(super) fn end_terminal(exe: &Path, meta: &TerminalMeta) {
-    let holder = live_holder(exe, meta);
+pub(super) fn end_terminal(launcher: &HolderLauncher, meta: &TerminalMeta) {
+    let holder = live_holder(launcher, meta);
     let ended = process::stop_then_kill(|| {
         let mut pids = process::marked_processes(&meta.process_mark);
         if let Some(holder) = holder {
@@ -109,7 +96,7 @@ impl Backend for NativeBackend {
     }
 
     fn kill(&self, meta: &TerminalMeta) {
-        end_terminal(&self.launcher.exe, meta);
+        end_terminal(&self.launcher, meta);
     }
 
     fn end_orphans(&self, meta: &TerminalMeta) {
@@ -123,6 +110,6 @@ impl Backend for NativeBackend {
 impl NativeBackend {
     /// Whether the terminal's holder still runs.
     pub(super) fn holder_lives(&self, meta: &TerminalMeta) -> bool {
-        live_holder(&self.launcher.exe, meta).is_some()
+        live_holder(&self.launcher, meta).is_some()
     }
 }

@@ -88,7 +88,7 @@ impl TmuxBackend {
         else {
             return false;
         };
-        if live_holder(&self.launcher.exe, meta).is_some() {
+        if live_holder(&self.launcher, meta).is_some() {
             return false;
         }
         let is_alive = tokio::process::Command::new(program)
@@ -224,14 +224,14 @@ impl Backend for TmuxBackend {
     fn kill(&self, meta: &TerminalMeta) {
         // The tmux server carries the instance's mark like every pane process, so the
         // native search finds it too.
-        end_terminal(&self.launcher.exe, meta);
+        end_terminal(&self.launcher, meta);
         if let Some(target) = &meta.tmux {
             let _ = std::fs::remove_file(&target.socket);
         }
     }
 
     fn end_orphans(&self, meta: &TerminalMeta) {
-        if live_holder(&self.launcher.exe, meta).is_none() {
+        if live_holder(&self.launcher, meta).is_none() {
             self.kill(meta);
         }
     }

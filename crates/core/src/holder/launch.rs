@@ -1,14 +1,22 @@
 //! Starting a holder from the server: the server's half of the holder's birth.
 //!
-//! The holder is this same binary run with the hidden `holder` subcommand, in its own session
-//! (so the server's terminal and process group never reach it), with the [`HolderSpec`] on
-//! stdin and its stderr appended to the terminal's `holder.log`. It answers with one
-//! [`ReadyLine`] on stdout once its socket serves. The server reaps the holder process if it
-//! is still the parent when the holder ends; after a server restart nobody needs to.
+//! The holder is the small `ptyhub-holder` executable installed beside `ptyhub` (or, without
+//! one of this build there, the `ptyhub` binary itself run with its hidden `holder`
+//! subcommand), in its own session (so the server's terminal and process group never reach
+//! it), with the [`HolderSpec`] on stdin and its stderr appended to the terminal's
+//! `holder.log`. It answers with one [`ReadyLine`] on stdout once its socket serves. The
+//! server reaps the holder process if it is still the parent when the holder ends; after a
+//! server restart nobody needs to.
+//!
+//! Why a second executable: every page a process writes at its start (the relocated tables of
+//! its binary, the writable data of each shared library it loads) is its own, and there is
+//! one holder per terminal. `ptyhub-holder` holds the holder's code alone and loads only
+//! glibc, so those pages are a fraction of the whole server's (docs/memory.md).
 
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
@@ -27,20 +35,91 @@ fn protocol_claim() -> Option<u32> {
         .and_then(|value| value.parse().ok())
 }
 
-/// The executable and subcommand that run a holder.
+/// The file name of the holder executable, installed beside `ptyhub` (crates/cli).
+pub const HOLDER_EXE: &str = "ptyhub-holder";
+
+/// The argument that starts a holder, of `ptyhub-holder` and of `ptyhub` alike (the second
+/// word of every holder's command line, which is how a holder is told from other processes).
+pub const HOLDER_ARG: &str = "holder";
+
+/// The argument on which `ptyhub-holder` prints [`BUILD_ID`] and exits.
+pub const BUILD_ID_ARG: &str = "--build-id";
+
+/// The name of this build of the shared sources (build.rs): a `ptyhub-holder` that answers
+/// [`BUILD_ID_ARG`] with another one is of another build and hosts no terminal of this server.
+pub const BUILD_ID: &str = env!("PTYHUB_BUILD_ID");
+
+/// How long the `ptyhub-holder` beside the server may take to name its build.
+const BUILD_ID_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The executable and subcommand that run a holder, and how a running holder is recognised.
 #[derive(Clone, Debug)]
 pub struct HolderLauncher {
+    /// What holders are started from.
     pub exe: PathBuf,
     pub subcommand: String,
+    /// The server's own executable, whose `holder` subcommand runs holders too (those of a
+    /// server that had no `ptyhub-holder` beside it).
+    pub server_exe: PathBuf,
 }
 
 impl HolderLauncher {
-    /// Runs holders from the current executable's `holder` subcommand.
-    pub fn current_exe() -> std::io::Result<Self> {
-        Ok(Self {
-            exe: std::env::current_exe()?,
-            subcommand: "holder".to_owned(),
-        })
+    /// Runs holders from the `ptyhub-holder` beside the current executable when it is of this
+    /// build, else from the current executable's `holder` subcommand. The second value says
+    /// why a `ptyhub-holder` that is there is not used (for the server's log).
+    pub fn find() -> std::io::Result<(Self, Option<String>)> {
+        let server_exe = std::env::current_exe()?;
+        let sibling = server_exe.with_file_name(HOLDER_EXE);
+        let (exe, note) = if !sibling.exists() {
+            (server_exe.clone(), None)
+        } else {
+            match build_id_of(&sibling) {
+                Ok(id) if id == BUILD_ID => (sibling, None),
+                Ok(id) => (
+                    server_exe.clone(),
+                    Some(format!(
+                        "{} is of another build ({id}, this one is {BUILD_ID}): holders run `{} holder`",
+                        sibling.display(),
+                        server_exe.display()
+                    )),
+                ),
+                Err(error) => (
+                    server_exe.clone(),
+                    Some(format!(
+                        "{} does not name its build ({error}): holders run `{} holder`",
+                        sibling.display(),
+                        server_exe.display()
+                    )),
+                ),
+            }
+        };
+        Ok((
+            Self {
+                exe,
+                subcommand: HOLDER_ARG.to_owned(),
+                server_exe,
+            },
+            note,
+        ))
+    }
+
+    /// Whether `pid` is a holder: a process running [`Self::exe`], or any copy of
+    /// `ptyhub-holder` or of the server's executable (another build: an upgrade installed
+    /// elsewhere, an older server) started as a holder. A pid the system gave to another
+    /// program since is not one.
+    pub fn is_holder(&self, pid: u32) -> bool {
+        let Some(exe) = crate::process::exe(pid) else {
+            return false;
+        };
+        if exe == self.exe {
+            return true;
+        }
+        let is_holder_name = exe
+            .file_name()
+            .is_some_and(|name| name == HOLDER_EXE || Some(name) == self.server_exe.file_name());
+        is_holder_name
+            && crate::process::cmdline(pid)
+                .is_some_and(|args| args.get(1).is_some_and(|arg| arg == HOLDER_ARG))
     }
 
     /// Starts a holder and waits for its ready line.
@@ -116,4 +195,36 @@ impl HolderLauncher {
             Err(_) => Err(LaunchError::new("holder did not become ready in time")),
         }
     }
+}
+
+/// What `exe --build-id` prints, waited for at most [`BUILD_ID_TIMEOUT`].
+fn build_id_of(exe: &Path) -> Result<String, String> {
+    let mut child = std::process::Command::new(exe)
+        .arg(BUILD_ID_ARG)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + BUILD_ID_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("no answer in time".to_owned());
+            }
+            Err(error) => return Err(error.to_string()),
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        stdout.read_to_string(&mut out).map_err(|e| e.to_string())?;
+    }
+    if !status.success() {
+        return Err(format!("it exited with {status}"));
+    }
+    Ok(out.trim().to_owned())
 }
