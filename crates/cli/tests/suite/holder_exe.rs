@@ -63,11 +63,49 @@ async fn holders_run_the_holder_executable_beside_the_server() {
     );
     assert_eq!(args_of(holder).get(1).map(String::as_str), Some("holder"));
 
-    close(&hub.http(), &id).await;
+    // It runs without malloc's per-thread cache, which its shell does not inherit.
+    let environ = std::fs::read(format!("/proc/{holder}/environ"))
+        .unwrap_or_else(|e| panic!("environ of {holder}: {e}"));
+    let tunables = environ
+        .split(|&b| b == 0)
+        .find_map(|var| var.strip_prefix(b"GLIBC_TUNABLES="))
+        .map(|value| String::from_utf8_lossy(value).into_owned());
+    assert!(
+        tunables
+            .as_deref()
+            .is_some_and(|t| t.ends_with("glibc.malloc.tcache_count=0")),
+        "{tunables:?}"
+    );
+    let client = hub.http();
+    let shell_env = exec(&client, &id, "env | grep -c '^GLIBC_TUNABLES=' || true").await;
+    assert_eq!(shell_env["output"], "0", "{shell_env}");
+
+    // Built where the C toolchain has glibc's static archives (as here), it loads no shared
+    // library: every page it writes at its start is one of its own few.
+    if has_static_glibc() {
+        let maps = std::fs::read_to_string(format!("/proc/{holder}/maps"))
+            .unwrap_or_else(|e| panic!("maps of {holder}: {e}"));
+        let libraries: Vec<&str> = maps.lines().filter(|line| line.contains(".so")).collect();
+        assert!(libraries.is_empty(), "{libraries:#?}");
+    }
+    close(&client, &id).await;
     wait_until("the holder ended", || async {
         (!is_alive(holder)).then_some(())
     })
     .await;
+}
+
+/// Whether the C toolchain has glibc's static archive, as `crates/cli/build.rs` asks it, and
+/// the build did not opt out.
+fn has_static_glibc() -> bool {
+    option_env!("PTYHUB_DYNAMIC_HOLDER").is_none()
+        && Command::new("cc")
+            .arg("-print-file-name=libc.a")
+            .stdin(Stdio::null())
+            .output()
+            .ok()
+            .and_then(|output| String::from_utf8(output.stdout).ok())
+            .is_some_and(|path| Path::new(path.trim()).is_absolute())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

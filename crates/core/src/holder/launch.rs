@@ -138,6 +138,7 @@ impl HolderLauncher {
                 cmd.env_remove(name);
             }
         }
+        cmd.env("GLIBC_TUNABLES", holder_tunables());
         cmd.arg(&self.subcommand)
             .current_dir("/")
             .stdin(Stdio::piped())
@@ -195,6 +196,23 @@ impl HolderLauncher {
             Err(_) => Err(LaunchError::new("holder did not become ready in time")),
         }
     }
+}
+
+/// glibc's malloc setting every holder runs with: no per-thread cache of freed chunks (up to
+/// seven of each small size, which `malloc_trim` cannot hand back: half an idle holder's heap,
+/// 48 → 23 KiB measured). A holder has one thread and allocates little. Its program does not
+/// inherit it: the program's environment is the spec's alone (`pty::spawn`).
+const HOLDER_MALLOC_TUNABLES: &str = "glibc.malloc.tcache_count=0";
+
+/// `GLIBC_TUNABLES` for a holder: the server's own, if any, then the holder's setting (the
+/// last of a name wins).
+fn holder_tunables() -> std::ffi::OsString {
+    let mut tunables = std::env::var_os("GLIBC_TUNABLES").unwrap_or_default();
+    if !tunables.is_empty() {
+        tunables.push(":");
+    }
+    tunables.push(HOLDER_MALLOC_TUNABLES);
+    tunables
 }
 
 /// What `exe --build-id` prints, waited for at most [`BUILD_ID_TIMEOUT`].
