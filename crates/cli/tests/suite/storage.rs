@@ -133,12 +133,15 @@ fn logged(dir: &Path) -> (Vec<u8>, Vec<String>) {
 async fn a_full_disk_holds_output_back_loses_nothing_and_resumes_by_itself() {
     let hub = start();
     let client = hub.local();
-    // This agent's terminals live on a 4 MiB file system; the others on the usual disk.
+    // This agent's terminals live on an 8 MiB file system, room for the whole log once the
+    // filler is gone (the log's size depends on how the output was cut into events, which
+    // depends on timing: with 4 MiB a slow run could fill it again); the others on the usual
+    // disk.
     let agent_dir = hub
         .state_dir()
         .join(format!("home/{}/agent/full", super::own_uid()));
     std::fs::create_dir_all(&agent_dir).unwrap_or_else(|e| panic!("{e}"));
-    let _tmpfs = Tmpfs::mount(&agent_dir, "4m");
+    let _tmpfs = Tmpfs::mount(&agent_dir, "8m");
     let id = create(&client, json!({ "agent": "full", "cwd": "/tmp" })).await;
     let other = create(&client, json!({ "cwd": "/tmp" })).await;
     let dir = hub

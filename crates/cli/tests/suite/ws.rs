@@ -155,6 +155,12 @@ async fn every_frame_of_the_json_protocol() {
     .await;
     read_until(&mut socket, &mut seen, |s| s.text.contains("ws-42")).await;
     assert!(seen.text.contains("ws-42"), "{}", seen.text);
+    // Its output can come before its end: an exec meanwhile would be BUSY.
+    wait_until("the typed command ended", || async {
+        let info = get(&client, &format!("/v2/pty/sessions/{id}")).await;
+        data(&info)["running_command"].is_null().then_some(())
+    })
+    .await;
 
     // Resize at the top level and under data; every attachment is told.
     send_json(
