@@ -24,7 +24,7 @@ REPO = HERE.parent
 
 SYSTEMS = ("bare", "tmux", "ptyhub")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-WORKLOADS = ("throughput", "roundtrip", "memory", "fanout", "replay", "history")
+WORKLOADS = ("throughput", "roundtrip", "memory", "create", "fanout", "replay", "history")
 
 # Terminal sizes: 200x50 for throughput and round trip, 80x24 for idle terminals (memory).
 BIG = (200, 50)

@@ -21,7 +21,7 @@ def summarize(run: Run) -> tuple[dict, str]:
     R = run.results
     a = run.args
     md: list[str] = []
-    summary: dict = {"throughput": {}, "roundtrip": {}, "memory": {}, "fanout": {},
+    summary: dict = {"throughput": {}, "roundtrip": {}, "memory": {}, "create": {}, "fanout": {},
                      "replay": {}, "targets": []}
     targets = summary["targets"]
     m = run.meta
@@ -673,6 +673,53 @@ def summarize(run: Run) -> tuple[dict, str]:
                                       "without history (p50)", "value": worst[1],
                             "shown": f"{fmt_ratio(worst[1])} ({worst[0]})",
                             "met": worst[1] <= 1.2})
+
+    # ---- create rate, alternated
+    cr = R.get("create") or {}
+    if cr.get("batches"):
+        n, batch = cr.get("n"), cr.get("batch")
+        bs = cr["batches"]
+        md.append(f"## (g) Create rate, alternated: {n} terminals each, batches of {batch}")
+        md.append("")
+        md.append("One server each (ptyhub: `POST /v2/pty/sessions`, answered once the holder "
+                  "serves; tmux: `new-session -d`), taking turns batch by batch, the first to go "
+                  "alternating, so that both meet the same machine. *rate* = creates / seconds "
+                  "of that system's batches; *batch ratio* = ptyhub's rate over tmux's in the "
+                  "same turn (median and range), the figure this VM's drift cannot move.")
+        md.append("")
+        summary["create"] = {}
+        def last_fifth(rows):  # the batches at the highest N (at least one)
+            return rows[-max(1, len(rows) // 5):]
+        md.append("| system | rate, all | rate, the last fifth of the batches |")
+        md.append("|---|---|---|")
+        for s, rows in bs.items():
+            rates = []
+            for sel in (rows, last_fifth(rows)):
+                secs = sum(b["seconds"] for b in sel)
+                rates.append(sum(b["count"] for b in sel) / secs if secs else None)
+            summary["create"][s] = {"rate": rates[0], "rate_last_fifth": rates[1]}
+            md.append(f"| {s} | {fmt(rates[0])} per s | {fmt(rates[1])} per s |")
+        md.append("")
+        if "ptyhub" in bs and "tmux" in bs:
+            pairs = [(p, t) for p, t in zip(bs["ptyhub"], bs["tmux"])
+                     if p["seconds"] > 0 and t["seconds"] > 0]
+            rs = [(p["count"] / p["seconds"]) / (t["count"] / t["seconds"]) for p, t in pairs]
+            last = last_fifth(rs)
+            if rs:
+                med, med_last = statistics.median(rs), statistics.median(last) if last else None
+                summary["create"]["batch_ratio"] = {"median": med, "min": min(rs),
+                                                    "max": max(rs), "median_last_fifth": med_last}
+                md.append(f"ptyhub/tmux batch ratio: median {fmt_ratio(med)} (range "
+                          f"{fmt_ratio(min(rs))}–{fmt_ratio(max(rs))}), in the last fifth "
+                          f"{fmt_ratio(med_last)}. Per batch (ptyhub, tmux creates/s): " +
+                          ", ".join(f"{p['count'] / p['seconds']:.0f}/{t['count'] / t['seconds']:.0f}"
+                                    for p, t in pairs) + ".")
+                md.append("")
+                if med_last is not None:
+                    targets.append({"target": f"create: ptyhub's rate at least tmux's up to N={n} "
+                                              "(median batch ratio, last fifth)",
+                                    "value": med_last, "shown": fmt_ratio(med_last),
+                                    "met": med_last >= 1.0})
 
     # ---- targets
     md.append("## Targets")

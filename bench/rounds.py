@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bare import Bare
-from common import (BIG, Env, REPO, SYSTEMS, WORKLOADS, add_scrub, cpu_ns_and_switches,
+from common import (BIG, SMALL, Env, REPO, SYSTEMS, WORKLOADS, add_scrub, cpu_ns_and_switches,
                     generate_mixed_file, log, percentile, short_error)
 from ptyhub_system import Ptyhub, PtyhubError, ensure_binary, resolve_binary
 from tmux_system import Tmux
@@ -31,8 +31,8 @@ class Run:
         self.env = Env(keep=args.keep_tmp)
         self.errors: list[dict] = []
         self.notes: list[str] = []
-        self.results: dict = {"throughput": {}, "roundtrip": {}, "memory": {}, "fanout": {},
-                              "replay": {}}
+        self.results: dict = {"throughput": {}, "roundtrip": {}, "memory": {}, "create": {},
+                              "fanout": {}, "replay": {}}
         self.binary = None
 
     def err(self, system: str, workload: str, e: BaseException | str, round_=None):
@@ -234,6 +234,57 @@ class Run:
                         except Exception as e:
                             self.err(s, "memory cleanup", e, r + 1)
                 time.sleep(0.5)
+
+    # ---- create rate, alternated
+    def create(self):
+        """ptyhub and tmux create `create_n` terminals each, taking turns batch by batch (the
+        first to go alternates), so that both see the same machine: on a shared VM the rate of
+        one system moves several-fold between minutes, which a run of each after the other
+        turns into a ratio of the two minutes, not of the two systems."""
+        a = self.args
+        systems = [s for s in ("ptyhub", "tmux") if s in self.systems]
+        res = {"n": a.create_n, "batch": a.create_batch, "systems": systems,
+               "batches": {s: [] for s in systems}}
+        self.results["create"] = res
+        drivers = {}
+        try:
+            if "tmux" in systems:
+                drivers["tmux"] = Tmux(self.env, "tmux create")
+            if "ptyhub" in systems:
+                drivers["ptyhub"] = Ptyhub(self.env, self.binary, "create")
+            made = {s: 0 for s in systems}
+            batch = 0
+            while any(made[s] < a.create_n for s in systems):
+                turn = systems if batch % 2 == 0 else list(reversed(systems))
+                for s in turn:
+                    k = min(a.create_batch, a.create_n - made[s])
+                    if k <= 0:
+                        continue
+                    d = drivers[s]
+                    t0 = time.perf_counter()
+                    for i in range(made[s], made[s] + k):
+                        if s == "tmux":
+                            d.new_session(f"c{i + 1}", SMALL, [self.env.bash, "-i"])
+                        else:
+                            d.create(SMALL)
+                    res["batches"][s].append({"after": made[s], "count": k,
+                                              "seconds": time.perf_counter() - t0})
+                    made[s] += k
+                batch += 1
+            for s in systems:
+                total = sum(b["seconds"] for b in res["batches"][s])
+                log(f"create {s:<7} {made[s]} in {total:.2f}s ({made[s] / total:.0f}/s)")
+        except Exception as e:
+            self.err("harness", "create", e)
+        finally:
+            for s, d in drivers.items():
+                try:
+                    if s == "tmux":
+                        d.kill_server()
+                    else:
+                        d.stop()
+                except Exception as e:
+                    self.err(s, "create cleanup", e)
 
     # ---- live fan-out
     def fanout(self):

@@ -7,6 +7,7 @@ Workloads (each system measured in every round, the order of systems rotating pe
   throughput  `seq 1 3000000` and `cat` of a generated 100 MB ANSI/UTF-8 file
   roundtrip   `echo hi` plus its exit code, one op after another, p50/p99
   memory      PSS of N idle terminals (holders, shells, server deltas)
+  create      create rate, ptyhub and tmux taking turns in small batches
   fanout      `cat` of a 10 MB mixed file with 0 … 100 watchers (ptyhub) / attach -r clients (tmux)
   replay      a watcher's 10 MiB restore (JSON and binary) until `terminal_restored`
   history     exec, send, observe, snapshot and scrollback of a terminal with a 60 MB log
@@ -49,6 +50,10 @@ def parse_args(argv=None):
     p.add_argument("--mem-n", type=int, nargs="+",
                    help="terminal counts for memory (default 100 500, quick 20 50)")
     p.add_argument("--mem-rounds", type=int, help="memory rounds (default 3, quick 1)")
+    p.add_argument("--create-n", type=int, help="terminals each system creates in the "
+                   "alternated create workload (default 500, quick 100)")
+    p.add_argument("--create-batch", type=int, default=25,
+                   help="creates per batch; the systems take turns batch by batch (25)")
     p.add_argument("--seq-n", type=int, default=3_000_000)
     p.add_argument("--cat-mb", type=float, default=100.0, help="size of the mixed file in MB")
     p.add_argument("--fanout-watchers", type=int, nargs="+",
@@ -80,6 +85,7 @@ def parse_args(argv=None):
     a.fanout_watchers = a.fanout_watchers or ([0, 1, 10] if a.quick else [0, 1, 10, 50, 100])
     a.replay_runs = a.replay_runs or (3 if a.quick else 10)
     a.history_ops = a.history_ops or (5 if a.quick else 20)
+    a.create_n = a.create_n or (100 if a.quick else 500)
     return a
 
 
