@@ -226,13 +226,7 @@ class Run:
                     self.err(s, "memory", e, r + 1)
                 finally:
                     if d is not None:
-                        try:
-                            if s == "tmux":
-                                d.kill_server()
-                            else:
-                                d.stop()
-                        except Exception as e:
-                            self.err(s, "memory cleanup", e, r + 1)
+                        self.stop_driver(s, d, "memory", r + 1)
                 time.sleep(0.5)
 
     # ---- create rate, alternated
@@ -278,13 +272,17 @@ class Run:
             self.err("harness", "create", e)
         finally:
             for s, d in drivers.items():
-                try:
-                    if s == "tmux":
-                        d.kill_server()
-                    else:
-                        d.stop()
-                except Exception as e:
-                    self.err(s, "create cleanup", e)
+                self.stop_driver(s, d, "create")
+
+    def stop_driver(self, system: str, d, workload: str, round_=None):
+        """Ends what a tmux or ptyhub driver started (its server, terminals and holders)."""
+        try:
+            if system == "tmux":
+                d.kill_server()
+            else:
+                d.stop()
+        except Exception as e:
+            self.err(system, f"{workload} cleanup", e, round_)
 
     # ---- live fan-out
     def fanout(self):

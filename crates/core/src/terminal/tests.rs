@@ -23,13 +23,21 @@ fn prompt() -> Vec<u8> {
     [mark("A"), b"$ ".to_vec(), b"\x1b[?2004h".to_vec()].concat()
 }
 
-/// What bash prints when it runs a command and comes back: the paste is echoed, the editor
-/// closes, `C`, the output, `D` with the exit code, and the next prompt.
-fn run(command: &str, output: &str, exit_code: i32) -> Vec<u8> {
+/// What bash prints when it starts a command: the paste is echoed, the editor closes, `C`.
+fn started(command: &str) -> Vec<u8> {
     [
         format!("{command}\r\n").into_bytes(),
         b"\x1b[?2004l".to_vec(),
         mark("C"),
+    ]
+    .concat()
+}
+
+/// What bash prints when it runs a command and comes back: [`started`], the output, `D` with
+/// the exit code, and the next prompt.
+fn run(command: &str, output: &str, exit_code: i32) -> Vec<u8> {
+    [
+        started(command),
         output.as_bytes().to_vec(),
         mark(&format!("D;{exit_code}")),
         prompt(),
@@ -59,6 +67,13 @@ fn start(history: &[&[u8]]) -> Terminal {
         fake,
         handle,
     }
+}
+
+/// A terminal at its prompt, and the id of `command`, submitted to it.
+async fn submitted_at_prompt(command: &str) -> (Terminal, u64) {
+    let t = start(&[&prompt()]);
+    let id = t.handle.exec(exec(command)).await.expect("submitted");
+    (t, id)
 }
 
 fn exec(command: &str) -> ExecRequest {
@@ -137,14 +152,7 @@ async fn no_change_timeout_presses_ctrl_c_then_kills_then_gives_up() {
         ..exec("sleep 100")
     };
     let id = t.handle.exec(request).await.expect("submitted");
-    t.fake.output(
-        &[
-            b"sleep 100\r\n".to_vec(),
-            b"\x1b[?2004l".to_vec(),
-            mark("C"),
-        ]
-        .concat(),
-    );
+    t.fake.output(&started("sleep 100"));
     settle().await;
     tokio::time::sleep(Duration::from_millis(4900)).await;
     settle().await;
@@ -200,25 +208,13 @@ async fn a_cancel_before_the_shell_started_the_command_interrupts_it_once_it_sta
     // Pressed while the line editor still reads the command (a bracketed paste half read),
     // ^C would flush the rest of it from the tty and leave the editor inside the paste,
     // where the next command's bytes would join it.
-    let t = start(&[&prompt()]);
-    let id = t
-        .handle
-        .exec(exec("trap '' INT; sleep 60"))
-        .await
-        .expect("submitted");
+    let (t, id) = submitted_at_prompt("trap '' INT; sleep 60").await;
     assert_eq!(t.handle.cancel(Some(id)).await.ok(), Some(id));
     settle().await;
     assert_eq!(t.fake.typed().len(), 1, "no ^C before the command starts");
     assert_eq!(started_since_signals(&t), 0);
 
-    t.fake.output(
-        &[
-            b"trap '' INT; sleep 60\r\n".to_vec(),
-            b"\x1b[?2004l".to_vec(),
-            mark("C"),
-        ]
-        .concat(),
-    );
+    t.fake.output(&started("trap '' INT; sleep 60"));
     settle().await;
     assert_eq!(t.fake.typed().last().map(Vec::as_slice), Some(&b"\x03"[..]));
     assert_eq!(started_since_signals(&t), 1, "what it started gets SIGTERM");
@@ -236,20 +232,8 @@ async fn an_exec_after_a_prompt_the_tty_discarded_is_typed_after_the_paste_wait(
     // The cancel's SIGTERM ends the command before the kernel takes its ^C, whose flush then
     // discards what the shell wrote since: its end mark and its prompt (with the paste's
     // switch on) never reach the terminal, and its line editor reads.
-    let t = start(&[&prompt()]);
-    let id = t
-        .handle
-        .exec(exec("trap '' INT; sleep 60"))
-        .await
-        .expect("submitted");
-    t.fake.output(
-        &[
-            b"trap '' INT; sleep 60\r\n".to_vec(),
-            b"\x1b[?2004l".to_vec(),
-            mark("C"),
-        ]
-        .concat(),
-    );
+    let (t, id) = submitted_at_prompt("trap '' INT; sleep 60").await;
+    t.fake.output(&started("trap '' INT; sleep 60"));
     settle().await;
     assert_eq!(t.handle.cancel(Some(id)).await.ok(), Some(id));
     settle().await;
@@ -332,14 +316,7 @@ async fn hard_timeout_fires_even_while_output_flows() {
 async fn closing_while_a_command_runs_ends_it_and_keeps_the_terminal_closed() {
     let t = start(&[&prompt()]);
     let id = t.handle.exec(exec("sleep 100")).await.expect("submitted");
-    t.fake.output(
-        &[
-            b"sleep 100\r\n".to_vec(),
-            b"\x1b[?2004l".to_vec(),
-            mark("C"),
-        ]
-        .concat(),
-    );
+    t.fake.output(&started("sleep 100"));
     let meta = t.handle.close().await.expect("closed");
     assert!(meta.closed);
     assert!(t.fake.requests().contains(&HolderRequest::Terminate));
