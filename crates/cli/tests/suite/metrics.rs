@@ -494,8 +494,16 @@ async fn an_idle_terminals_screen_sleeps_and_a_read_wakes_it_as_it_was() {
         )
     };
     let path = format!("/v2/pty/sessions/{id}/screen");
-    let before = screen_of(&get(&client, &path).await);
-    assert!(before.0.to_string().contains("red-42"), "{before:?}");
+    // The exec answers at the command's end: the next prompt may be drawn a moment later.
+    let before = wait_until("the prompt after the output is drawn", || async {
+        let screen = screen_of(&get(&client, &path).await);
+        let rows = screen.0.as_array().cloned().unwrap_or_default();
+        let output = rows.iter().position(|row| row == "red-42")?;
+        rows.get(output + 1)
+            .is_some_and(|row| row.as_str().is_some_and(|r| !r.trim().is_empty()))
+            .then_some(screen)
+    })
+    .await;
     scrape_until(&client, "the screen is asleep", |s| {
         s.value("ptyhub_screens_asleep", &[]) == 1.0
     })
