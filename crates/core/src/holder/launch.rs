@@ -10,8 +10,9 @@
 //!
 //! Why a second executable: every page a process writes at its start (the relocated tables of
 //! its binary, the writable data of each shared library it loads) is its own, and there is
-//! one holder per terminal. `ptyhub-holder` holds the holder's code alone and loads only
-//! glibc, so those pages are a fraction of the whole server's (docs/memory.md).
+//! one holder per terminal. `ptyhub-holder` holds the holder's code alone and, linked
+//! statically where the toolchain can (crates/cli/build.rs), loads no shared library, so those
+//! pages are a fraction of the whole server's (docs/memory.md).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
