@@ -4,11 +4,20 @@ Run by the Rust integration test `suite::v1_sdk` with PTYHUB_URL and PTYHUB_TOKE
 real server; exits non-zero (with the failing check) on any mismatch.
 """
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
 from agent_sandbox import Sandbox
+
+
+def scratch_dir(prefix):
+    """A temporary directory removed when the script ends, however it ends."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def check(condition, what):
@@ -25,7 +34,7 @@ def main():
     )
     shell = client.shell
 
-    workdir = tempfile.mkdtemp(prefix="ptyhub-sdk-")
+    workdir = scratch_dir("ptyhub-sdk-")
     created = shell.create_session(id="sdk-1", exec_dir=workdir).data
     check(created.session_id == "sdk-1", f"create_session id: {created}")
     check(created.working_dir == os.path.realpath(workdir), f"working_dir: {created}")
@@ -182,7 +191,7 @@ def main():
     check(result.output == "again", f"new instance works: {result}")
 
     # preserve_symlinks keeps the path as given; otherwise it is resolved.
-    link = os.path.join(tempfile.mkdtemp(prefix="ptyhub-link-"), "link")
+    link = os.path.join(scratch_dir("ptyhub-link-"), "link")
     os.symlink(workdir, link)
     kept = shell.create_session(id="sdk-link", exec_dir=link, preserve_symlinks=True).data
     check(kept.working_dir == link, f"preserve_symlinks: {kept}")
