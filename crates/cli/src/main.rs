@@ -26,7 +26,7 @@ use ptyhub_core::backend::rootfs::{RootfsBackend, RootfsConfig};
 use ptyhub_core::backend::tmux::{Recovery, TmuxBackend};
 use ptyhub_core::backend::{Backends, DefaultBackend};
 use ptyhub_core::event_log::{EVENT_LOG_KEEP_BYTES, EVENT_LOG_KEEP_MIN_BYTES};
-use ptyhub_core::holder::launch::HolderLauncher;
+use ptyhub_core::holder::launch::{HOLDER_ARG, HolderLauncher};
 use ptyhub_core::registry::{Limits, Registry, RegistryConfig};
 use ptyhub_core::state_dir::StateDir;
 use ptyhub_server::listener::ServeLimits;
@@ -257,7 +257,7 @@ fn default_max_connections() -> usize {
 /// options too it goes through the parser first).
 fn is_holder_invocation() -> bool {
     let mut args = std::env::args_os().skip(1);
-    args.next().is_some_and(|first| first == "holder") && args.next().is_none()
+    args.next().is_some_and(|first| first == HOLDER_ARG) && args.next().is_none()
 }
 
 /// `--backend` / `PTYHUB_BACKEND`.

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use serde_json::json;
 
 use super::{close, create, exec};
+use ptyhub_core::process;
 use ptyhub_test_support::{Ptyhub, is_alive, wait_until};
 
 fn ptyhub_exe() -> &'static str {
@@ -20,17 +21,12 @@ fn holder_exe() -> &'static str {
 
 /// The file the process `pid` runs.
 fn exe_of(pid: u32) -> PathBuf {
-    std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_else(|e| panic!("exe of {pid}: {e}"))
+    process::exe(pid).unwrap_or_else(|| panic!("no exe for {pid}"))
 }
 
 /// The arguments of the process `pid`.
 fn args_of(pid: u32) -> Vec<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline"))
-        .unwrap_or_else(|e| panic!("cmdline of {pid}: {e}"));
-    raw.split(|&b| b == 0)
-        .filter(|arg| !arg.is_empty())
-        .map(|arg| String::from_utf8_lossy(arg).into_owned())
-        .collect()
+    process::cmdline(pid).unwrap_or_else(|| panic!("no cmdline for {pid}"))
 }
 
 /// `ptyhub` alone in a directory of its own (a hard link, or a copy on another file system).

@@ -53,15 +53,15 @@ pub const BUILD_ID: &str = env!("PTYHUB_BUILD_ID");
 /// How long the `ptyhub-holder` beside the server may take to name its build.
 const BUILD_ID_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The executable and subcommand that run a holder, and how a running holder is recognised.
+/// The executable that runs a holder (with [`HOLDER_ARG`]), and how a running holder is
+/// recognised.
 #[derive(Clone, Debug)]
 pub struct HolderLauncher {
     /// What holders are started from.
-    pub exe: PathBuf,
-    pub subcommand: String,
+    exe: PathBuf,
     /// The server's own executable, whose `holder` subcommand runs holders too (those of a
     /// server that had no `ptyhub-holder` beside it).
-    pub server_exe: PathBuf,
+    server_exe: PathBuf,
 }
 
 impl HolderLauncher {
@@ -71,37 +71,32 @@ impl HolderLauncher {
     pub fn find() -> std::io::Result<(Self, Option<String>)> {
         let server_exe = std::env::current_exe()?;
         let sibling = server_exe.with_file_name(HOLDER_EXE);
-        let (exe, note) = if !sibling.exists() {
-            (server_exe.clone(), None)
-        } else {
-            match build_id_of(&sibling) {
-                Ok(id) if id == BUILD_ID => (sibling, None),
-                Ok(id) => (
-                    server_exe.clone(),
-                    Some(format!(
-                        "{} is of another build ({id}, this one is {BUILD_ID}): holders run `{} holder`",
-                        sibling.display(),
-                        server_exe.display()
-                    )),
-                ),
-                Err(error) => (
-                    server_exe.clone(),
-                    Some(format!(
-                        "{} does not name its build ({error}): holders run `{} holder`",
-                        sibling.display(),
-                        server_exe.display()
-                    )),
-                ),
-            }
+        let own = |server_exe: PathBuf| Self {
+            exe: server_exe.clone(),
+            server_exe,
         };
-        Ok((
-            Self {
-                exe,
-                subcommand: HOLDER_ARG.to_owned(),
-                server_exe,
-            },
-            note,
-        ))
+        if !sibling.exists() {
+            return Ok((own(server_exe), None));
+        }
+        let why = match build_id_of(&sibling) {
+            Ok(id) if id == BUILD_ID => {
+                return Ok((
+                    Self {
+                        exe: sibling,
+                        server_exe,
+                    },
+                    None,
+                ));
+            }
+            Ok(id) => format!("is of another build ({id}, this one is {BUILD_ID})"),
+            Err(error) => format!("does not name its build ({error})"),
+        };
+        let note = format!(
+            "{} {why}: holders run `{} {HOLDER_ARG}`",
+            sibling.display(),
+            server_exe.display()
+        );
+        Ok((own(server_exe), Some(note)))
     }
 
     /// Whether `pid` is a holder: a process running [`Self::exe`], or any copy of
@@ -140,7 +135,7 @@ impl HolderLauncher {
             }
         }
         cmd.env("GLIBC_TUNABLES", holder_tunables());
-        cmd.arg(&self.subcommand)
+        cmd.arg(HOLDER_ARG)
             .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

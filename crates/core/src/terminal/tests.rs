@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ptyhub_protocol::api::CommandStatus;
+use ptyhub_protocol::api::{CommandResult, CommandStatus};
 use ptyhub_protocol::error::ErrorCode;
 use ptyhub_protocol::holder::{HolderRequest, HolderStatus};
 
@@ -76,6 +76,14 @@ async fn submitted_at_prompt(command: &str) -> (Terminal, u64) {
     (t, id)
 }
 
+/// Command `id`'s result once it ended (or `limit` passed: then as it stands).
+async fn ended(t: &Terminal, id: u64, limit: Option<Duration>) -> CommandResult {
+    t.handle
+        .wait_command(Some(id), limit)
+        .await
+        .expect("a result")
+}
+
 fn exec(command: &str) -> ExecRequest {
     ExecRequest {
         command: command.to_owned(),
@@ -111,11 +119,7 @@ async fn exec_on_a_new_shell_waits_for_the_prompt_then_submits_once() {
     assert!(typed[0].ends_with(&pasted("echo hi")), "{typed:?}");
 
     t.fake.output(&run("echo hi", "hi\r\n", 0));
-    let result = t
-        .handle
-        .wait_command(Some(id), Some(Duration::from_secs(5)))
-        .await
-        .expect("a result");
+    let result = ended(&t, id, Some(Duration::from_secs(5))).await;
     assert_eq!(result.status, CommandStatus::Completed);
     assert_eq!(result.exit_code, Some(0));
     assert_eq!(result.output.as_deref(), Some("hi"));
@@ -182,11 +186,7 @@ async fn no_change_timeout_presses_ctrl_c_then_kills_then_gives_up() {
 
     // Nothing ends it: the terminal stops tracking it and is usable again.
     tokio::time::sleep(super::INTERRUPT_GRACE).await;
-    let result = t
-        .handle
-        .wait_command(Some(id), None)
-        .await
-        .expect("a result");
+    let result = ended(&t, id, None).await;
     assert_eq!(result.status, CommandStatus::NoChangeTimeout);
     t.fake.output(&prompt());
     settle().await;
@@ -219,11 +219,7 @@ async fn a_cancel_before_the_shell_started_the_command_interrupts_it_once_it_sta
     assert_eq!(t.fake.typed().last().map(Vec::as_slice), Some(&b"\x03"[..]));
     assert_eq!(started_since_signals(&t), 1, "what it started gets SIGTERM");
     t.fake.output(&[mark("D;143"), prompt()].concat());
-    let result = t
-        .handle
-        .wait_command(Some(id), Some(Duration::from_secs(5)))
-        .await
-        .expect("a result");
+    let result = ended(&t, id, Some(Duration::from_secs(5))).await;
     assert!(!result.status.is_running(), "{result:?}");
 }
 
@@ -240,11 +236,7 @@ async fn an_exec_after_a_prompt_the_tty_discarded_is_typed_after_the_paste_wait(
     assert_eq!(t.fake.typed().last().map(Vec::as_slice), Some(&b"\x03"[..]));
     // No end comes: the kill after the grace, and the end of tracking a grace later.
     tokio::time::sleep(super::INTERRUPT_GRACE * 2 + Duration::from_millis(100)).await;
-    let result = t
-        .handle
-        .wait_command(Some(id), None)
-        .await
-        .expect("a result");
+    let result = ended(&t, id, None).await;
     assert_eq!(result.status, CommandStatus::Terminated);
 
     let handle = t.handle.clone();
@@ -297,11 +289,7 @@ async fn hard_timeout_fires_even_while_output_flows() {
     // The ^C works: bash reports 130 and comes back; a timed-out command has no exit code.
     t.fake
         .output(&[b"^C".to_vec(), mark("D;130"), prompt()].concat());
-    let result = t
-        .handle
-        .wait_command(Some(id), None)
-        .await
-        .expect("a result");
+    let result = ended(&t, id, None).await;
     assert_eq!(result.status, CommandStatus::HardTimeout);
     assert_eq!(result.exit_code, None);
     assert!(
@@ -320,11 +308,7 @@ async fn closing_while_a_command_runs_ends_it_and_keeps_the_terminal_closed() {
     let meta = t.handle.close().await.expect("closed");
     assert!(meta.closed);
     assert!(t.fake.requests().contains(&HolderRequest::Terminate));
-    let result = t
-        .handle
-        .wait_command(Some(id), None)
-        .await
-        .expect("a result");
+    let result = ended(&t, id, None).await;
     assert_eq!(result.status, CommandStatus::Terminated);
     let refused = t.handle.exec(exec("echo late")).await;
     assert_eq!(
@@ -575,11 +559,7 @@ async fn a_long_output_is_answered_whole_although_memory_keeps_only_its_ends() {
     t.fake.output(&[mark("D;0"), prompt()].concat());
     let whole = lines.join("\n");
     assert!(whole.len() > 2 * crate::tracker::LIVE_OUTPUT_MAX_BYTES);
-    let result = t
-        .handle
-        .wait_command(Some(id), Some(Duration::from_secs(30)))
-        .await
-        .expect("a result");
+    let result = ended(&t, id, Some(Duration::from_secs(30))).await;
     assert_eq!(result.status, CommandStatus::Completed);
     assert!(
         result.output.as_deref() == Some(whole.as_str()),
