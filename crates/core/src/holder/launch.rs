@@ -99,10 +99,10 @@ impl HolderLauncher {
         Ok((own(server_exe), Some(note)))
     }
 
-    /// Whether `pid` is a holder: a process running [`Self::exe`], or any copy of
-    /// `ptyhub-holder` or of the server's executable (another build: an upgrade installed
-    /// elsewhere, an older server) started as a holder. A pid the system gave to another
-    /// program since is not one.
+    /// Whether `pid` is a holder: a process running the file holders are started from, or any
+    /// copy of `ptyhub-holder` or of the server's executable (another build: an upgrade
+    /// installed elsewhere, an older server) started as a holder. A pid the system gave to
+    /// another program since is not one.
     pub fn is_holder(&self, pid: u32) -> bool {
         let Some(exe) = crate::process::exe(pid) else {
             return false;
