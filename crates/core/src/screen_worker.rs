@@ -10,6 +10,12 @@
 //! queued in memory, so a flood costs no memory, only a screen that catches up later (from the
 //! oldest kept event, if it fell further behind than the log keeps).
 //!
+//! The thread lets a screen's new output settle for 10 ms (`SETTLE`) before it applies it: an
+//! interactive step (an exec's echo, its output, its end mark and the next prompt, each its
+//! own event within a millisecond) costs it one wake-up and one pass instead of one each, and
+//! its work never runs beside the step it follows. A flood, once started, is applied slice after
+//! slice without waiting.
+//!
 //! A screen nobody fed or read for [`SLEEP_AFTER`] is put to sleep by the same thread
 //! ([`Screen::sleep`]): an idle terminal keeps the few hundred bytes that repaint its screen
 //! instead of the emulator's cells, and the next output or read wakes it (docs/memory.md).
@@ -28,6 +34,10 @@ use crate::screen::{Screen, ScreenView, SleepingScreen};
 const SLICE_BYTES: usize = 256 * 1024;
 /// Nice value of the background thread (lower priority than the output path).
 const WORKER_NICE: i32 = 10;
+/// How long new output of a screen waits before the background thread applies it: longer
+/// than an interactive step takes (an exec's whole round trip is under a millisecond), short
+/// enough that a reader rarely has more than a few events to apply itself.
+const SETTLE: Duration = Duration::from_millis(10);
 /// A screen neither fed nor read for this long goes to sleep. Waking costs one emulator fed
 /// its dump (tens of microseconds for a prompt, a millisecond or so for a full 200×50
 /// screen), so a terminal that prints now and then pays little for it.
@@ -281,7 +291,6 @@ fn worker() -> &'static mpsc::Sender<Job> {
     static WORKER: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
     WORKER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
-        let requeue = tx.clone();
         let spawned = std::thread::Builder::new()
             .name("ptyhub-screen".to_owned())
             .spawn(move || {
@@ -296,7 +305,7 @@ fn worker() -> &'static mpsc::Sender<Job> {
                         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, WORKER_NICE);
                     }
                 }
-                run_worker(&rx, &requeue);
+                run_worker(&rx);
             });
         if let Err(error) = spawned {
             tracing::warn!(%error, "no background screen thread; screens are updated on read");
@@ -305,7 +314,11 @@ fn worker() -> &'static mpsc::Sender<Job> {
     })
 }
 
-fn run_worker(rx: &mpsc::Receiver<Job>, requeue: &mpsc::Sender<Job>) {
+fn run_worker(rx: &mpsc::Receiver<Job>) {
+    // Screens with new output, each advanced once it has settled (in the order they come).
+    let mut settling: VecDeque<(Instant, Weak<Shared>)> = VecDeque::new();
+    // Screens to advance now, a slice each in turn.
+    let mut ready: VecDeque<Weak<Shared>> = VecDeque::new();
     // Screens to look at once idle, in the order their time comes (every wait is about
     // SLEEP_AFTER, so the front's comes first or close to it).
     let mut sleepers: VecDeque<(Instant, Weak<Shared>)> = VecDeque::new();
@@ -315,10 +328,15 @@ fn run_worker(rx: &mpsc::Receiver<Job>, requeue: &mpsc::Sender<Job>) {
     let mut pressure = CpuPressure::new();
     loop {
         let trim_at = (untrimmed > 0).then(|| trimmed_at + TRIM_EVERY);
-        let wake_at = match (sleepers.front().map(|(at, _)| *at), trim_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let wake_at = [
+            (!ready.is_empty()).then(Instant::now),
+            settling.front().map(|(at, _)| *at),
+            sleepers.front().map(|(at, _)| *at),
+            trim_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let job = match wake_at {
             Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
                 Ok(job) => Some(job),
@@ -331,19 +349,24 @@ fn run_worker(rx: &mpsc::Receiver<Job>, requeue: &mpsc::Sender<Job>) {
             },
         };
         match job {
-            Some(Job::Advance(weak)) => {
-                let started = Instant::now();
-                if let Some(shared) = weak.upgrade()
-                    && shared.advance(&weak)
-                {
-                    let _ = requeue.send(Job::Advance(weak));
-                }
-                if let Some(rest) = pressure.rest_after(started.elapsed()) {
-                    std::thread::sleep(rest);
-                }
-            }
+            Some(Job::Advance(weak)) => settling.push_back((Instant::now() + SETTLE, weak)),
             Some(Job::Sleep(weak)) => sleepers.push_back((Instant::now() + SLEEP_AFTER, weak)),
             None => {}
+        }
+        let started = Instant::now();
+        while settling.front().is_some_and(|(at, _)| *at <= started) {
+            ready.extend(settling.pop_front().map(|(_, weak)| weak));
+        }
+        if let Some(weak) = ready.pop_front() {
+            if let Some(shared) = weak.upgrade()
+                && shared.advance(&weak)
+            {
+                // More than a slice behind: its next slice after the other screens' turns.
+                ready.push_back(weak);
+            }
+            if let Some(rest) = pressure.rest_after(started.elapsed()) {
+                std::thread::sleep(rest);
+            }
         }
         let now = Instant::now();
         while sleepers.front().is_some_and(|(at, _)| *at <= now) {
@@ -503,6 +526,31 @@ mod tests {
         assert_eq!(view.cols, 30);
         assert_eq!(view.lines[view.lines.len() - 2], "line 99");
         assert_eq!(view.lines[view.lines.len() - 1], "last");
+        Ok(())
+    }
+
+    /// The background thread applies new output by itself once it has settled, a flood of it
+    /// slice after slice, with nobody reading the screen.
+    #[test]
+    fn the_background_thread_applies_output_nobody_reads() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;
+        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 20, 4);
+        let mut last = Seq::ZERO;
+        // Several slices' worth, so the thread needs more than one turn.
+        let line = format!("{}\r\n", "x".repeat(1000));
+        for _ in 0..(3 * SLICE_BYTES / line.len()) {
+            last = log.append(EventKind::Output {
+                data: line.clone().into_bytes(),
+            })?;
+        }
+        screen.advance_to(last);
+        let applied = || screen.shared.lock().applied();
+        let since = Instant::now();
+        while applied() < last && since.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(applied(), last);
         Ok(())
     }
 
