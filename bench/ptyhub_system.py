@@ -27,6 +27,26 @@ from watchers import FANOUT_MARKER, F_SETPIPE_SZ, Watchers, check_kept, check_st
 # ptyhub
 # --------------------------------------------------------------------------------------------
 
+class OneWriteConnection(http.client.HTTPConnection):
+    """http.client with each request sent in one write, head and body together.
+
+    `HTTPConnection` sends the head and the body of a request in two `send` calls; with
+    TCP_NODELAY they leave as two segments, and the server wakes for the head, then waits for
+    the body while the interpreter gets to its second call. That wait is the client's, yet
+    only requests with a body pay it (GET /healthz, the floor an exec's own part is counted
+    above, does not), so every request here goes out as one write, as a client that builds
+    its request first (curl, hyper) sends it.
+    """
+
+    def _send_output(self, message_body=None, encode_chunked=False):
+        if not isinstance(message_body, bytes):
+            return super()._send_output(message_body, encode_chunked)
+        self._buffer.extend((b"", b""))
+        head = b"\r\n".join(self._buffer)
+        del self._buffer[:]
+        self.send(head + message_body)
+
+
 class PtyhubError(BenchError):
     pass
 
@@ -107,7 +127,7 @@ class Ptyhub:
 
     # ---- HTTP
     def _connect(self):
-        c = http.client.HTTPConnection(self.host, self.port, timeout=900)
+        c = OneWriteConnection(self.host, self.port, timeout=900)
         c.connect()
         c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return c
