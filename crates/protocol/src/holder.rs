@@ -78,6 +78,10 @@ pub enum HolderRequest {
         /// from an older server: the event then names nobody).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source: Option<crate::event::InputSource>,
+        /// Nobody reads this answer's `unread`: the holder need not count the terminal's
+        /// unread input for it (an older holder counts it anyway).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        skip_unread: bool,
     },
     /// Set the PTY's size; the holder logs it as a `pty.resize` event (no answer). A zero
     /// dimension is ignored.
@@ -260,11 +264,25 @@ mod tests {
             data: b"ls\r".to_vec(),
             discard_unread: false,
             source: None,
+            skip_unread: false,
         };
         let line = serde_json::to_string(&input).unwrap_or_default();
         assert_eq!(line, r#"{"op":"input","data_b64":"bHMN"}"#);
         let back: HolderRequest = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, input);
+        let quiet = HolderRequest::Input {
+            data: b"ls\r".to_vec(),
+            discard_unread: false,
+            source: None,
+            skip_unread: true,
+        };
+        let line = serde_json::to_string(&quiet).unwrap_or_default();
+        assert_eq!(
+            line,
+            r#"{"op":"input","data_b64":"bHMN","skip_unread":true}"#
+        );
+        let back: HolderRequest = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, quiet);
     }
 
     #[test]

@@ -160,6 +160,20 @@ pub struct BackendLink {
 pub trait RequestSink: Send {
     /// Sends one request; an error means the host is gone.
     fn send<'a>(&'a mut self, request: &'a HolderRequest) -> BoxFuture<'a, std::io::Result<()>>;
+
+    /// Sends requests in order, as one write where the link can (the host then takes them in
+    /// one wake-up: an exec's note and its input).
+    fn send_all<'a>(
+        &'a mut self,
+        requests: &'a [HolderRequest],
+    ) -> BoxFuture<'a, std::io::Result<()>> {
+        Box::pin(async move {
+            for request in requests {
+                self.send(request).await?;
+            }
+            Ok(())
+        })
+    }
 }
 
 /// The host's lines: events of the log in `seq` order, then live ones, and control messages

@@ -118,15 +118,30 @@ impl HolderLink {
     }
 
     pub async fn send(&mut self, request: &HolderRequest) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(request).map_err(std::io::Error::other)?;
-        line.push(b'\n');
-        self.writer.write_all(&line).await
+        self.send_all(std::slice::from_ref(request)).await
+    }
+
+    /// Sends `requests` as one write: one line each.
+    pub async fn send_all(&mut self, requests: &[HolderRequest]) -> std::io::Result<()> {
+        let mut lines = Vec::new();
+        for request in requests {
+            serde_json::to_writer(&mut lines, request).map_err(std::io::Error::other)?;
+            lines.push(b'\n');
+        }
+        self.writer.write_all(&lines).await
     }
 }
 
 impl RequestSink for HolderLink {
     fn send<'a>(&'a mut self, request: &'a HolderRequest) -> BoxFuture<'a, std::io::Result<()>> {
         Box::pin(HolderLink::send(self, request))
+    }
+
+    fn send_all<'a>(
+        &'a mut self,
+        requests: &'a [HolderRequest],
+    ) -> BoxFuture<'a, std::io::Result<()>> {
+        Box::pin(HolderLink::send_all(self, requests))
     }
 }
 

@@ -792,6 +792,7 @@ impl ControlHolder {
                 data,
                 discard_unread,
                 source,
+                ..
             } => {
                 let accepted = self.is_running();
                 let tty = self

@@ -486,6 +486,7 @@ impl Holder {
                 data,
                 discard_unread,
                 source,
+                skip_unread,
             } => {
                 let is_running = self.master.is_some() && matches!(self.phase, Phase::Running);
                 let discarded = (discard_unread && is_running).then(|| self.discard_unread());
@@ -506,15 +507,21 @@ impl Holder {
                         }
                     }
                     let is_hidden = self.master.as_ref().is_some_and(pty::hides_input);
-                    clients::log_input(&mut self.log, &data, source.as_ref(), is_hidden);
                     let before = self.input.len();
                     self.input.extend(&data);
+                    // The program gets the bytes first, then they are logged: the master is
+                    // not read in between, so the log still has them before what they cause.
                     self.write_input();
+                    clients::log_input(&mut self.log, &data, source.as_ref(), is_hidden);
                     // What the PTY took of this request: all of it unless it still waits.
                     let left = self.input.len();
                     written = data.len().saturating_sub(left.saturating_sub(before));
                 }
-                let unread = self.master.as_ref().and_then(pty::unread_input);
+                let unread = if skip_unread {
+                    None
+                } else {
+                    self.master.as_ref().and_then(pty::unread_input)
+                };
                 self.clients[i].send_message(&HolderMessage::InputResult {
                     accepted: refusal.is_none(),
                     error: refusal.map(str::to_owned),

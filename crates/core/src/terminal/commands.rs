@@ -187,8 +187,9 @@ impl Actor {
             .submit(&request.command, &self.kind.echoed(&request.command));
         let text = request.text.as_deref().unwrap_or(&request.command);
         self.tracker.describe(id, text, request.cwd.clone());
-        // The log learns the command before its bytes, so a replay submits it at the same
-        // place with the same id (an older holder refuses the note; the log then lacks it).
+        // The log learns the command before its bytes (the note goes just before them), so a
+        // replay submits it at the same place with the same id (an older holder refuses the
+        // note; the log then lacks it).
         let note = CommandNote {
             id,
             origin: CommandOrigin::Exec,
@@ -199,9 +200,6 @@ impl Actor {
                 .then(|| CommandNote::bounded(&request.command)),
             cwd: request.cwd.clone(),
         };
-        if let Some(link) = self.link.as_mut() {
-            let _ = link.send(&HolderRequest::Note(note)).await;
-        }
         self.timers = CommandTimers {
             hard_deadline: request.hard_timeout.map(|t| Instant::now() + t),
             no_change: request.no_change_timeout,
@@ -211,7 +209,7 @@ impl Actor {
         self.last_output_at = Instant::now();
         self.last_activity = state_dir::unix_now();
         let source = request.source.unwrap_or_else(InputSource::ptyhub);
-        self.write_input_with(&bytes, false, Some(source), None)
+        self.write_input_with(&bytes, false, Some(source), None, Some(note))
             .await?;
         Ok(id)
     }

@@ -385,31 +385,41 @@ impl Actor {
         data: &[u8],
         ack: Option<InputAck>,
     ) -> Result<(), TerminalError> {
-        self.write_input_with(data, false, Some(InputSource::ptyhub()), ack)
+        self.write_input_with(data, false, Some(InputSource::ptyhub()), ack, None)
             .await
     }
 
     /// Sends bytes to the PTY, first discarding what was typed and is still unread when
     /// `discard_unread`. `ack` (a client's input request) is answered once the holder has
-    /// accepted or refused them; an error here is also sent to `ack`.
+    /// accepted or refused them; an error here is also sent to `ack`. `note` (an exec's) goes
+    /// in the same write, just before the bytes.
     pub(super) async fn write_input_with(
         &mut self,
         data: &[u8],
         discard_unread: bool,
         source: Option<InputSource>,
         ack: Option<InputAck>,
+        note: Option<CommandNote>,
     ) -> Result<(), TerminalError> {
+        let input = HolderRequest::Input {
+            data: data.to_vec(),
+            discard_unread,
+            source,
+            // Only a client's receipt tells how much input waits unread.
+            skip_unread: ack.is_none(),
+        };
+        let requests = match note {
+            Some(note) => vec![HolderRequest::Note(note), input],
+            None => vec![input],
+        };
         let sent = match self.link.as_mut() {
-            Some(link) if !self.is_exited => link
-                .send(&HolderRequest::Input {
-                    data: data.to_vec(),
-                    discard_unread,
-                    source,
-                })
-                .await
-                .map_err(|e| TerminalError::HostGone {
-                    detail: e.to_string(),
-                }),
+            Some(link) if !self.is_exited => {
+                link.send_all(&requests)
+                    .await
+                    .map_err(|e| TerminalError::HostGone {
+                        detail: e.to_string(),
+                    })
+            }
             _ => Err(not_running(&self.meta)),
         };
         match &sent {

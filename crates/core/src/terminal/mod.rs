@@ -848,7 +848,7 @@ impl Actor {
                 self.has_typed_input = true;
                 self.tracker.typing();
                 if let Err(error) = self
-                    .write_input_with(&data, discard_unread, source, Some(reply))
+                    .write_input_with(&data, discard_unread, source, Some(reply), None)
                     .await
                 {
                     tracing::debug!(%error, "input not sent");
