@@ -204,7 +204,12 @@ impl Plan {
         };
         let launch = match (user, &guest) {
             (_, Some(guest)) => guest::prepare_guest(guest, &self.program, &nonce),
-            (None, None) => shell::prepare(&self.program, &nonce, &config.runtime_dir),
+            (None, None) => shell::prepare(
+                &self.program,
+                &nonce,
+                &config.runtime_dir,
+                backend.kind() == BackendKind::Native,
+            ),
             (Some(user), None) => prepare_for(user, &self.program, &nonce),
         }
         .map_err(|e| {
@@ -274,6 +279,7 @@ impl Plan {
             user: user.cloned(),
             sandbox: guest,
             protocol_claim: None,
+            rc_descriptor: launch.rc_descriptor.clone(),
         };
         if let Err(error) = backend.launch(&holder_spec).await {
             crate::stats::global().holder(backend.kind(), crate::stats::HolderEvent::Failed);

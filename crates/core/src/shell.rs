@@ -15,13 +15,20 @@
 //! bash and zsh also toggle bracketed paste on and off once at start-up when their line editor
 //! uses it, so that ptyhub waits for the editor before the first command even when the first
 //! prompt mark comes long before it (a slow `PROMPT_COMMAND` or `precmd` hook).
-//! The generated files are 0600 and remove themselves once sourced.
+//! The generated files are 0600 and remove themselves once sourced; a bash started by the
+//! native holder reads its file through a descriptor instead ([`RC_DESCRIPTOR`]): the holder
+//! removes the file as soon as the shell runs, so the integration starts no process (a
+//! `rm` or a command substitution each cost a fork, a sizeable part of a shell's start).
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 /// What `sh` is sent in front of each command: it prints the `C` mark.
 const SH_MARK_CALL: &str = "__ptyhub_c;";
+
+/// The descriptor a shell started by the native holder has its integration file open as
+/// ([`ShellLaunch::rc_descriptor`]); the integration closes it once read.
+pub const RC_DESCRIPTOR: i32 = 3;
 
 /// Which integration a terminal's shell got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,12 +140,33 @@ pub struct ShellLaunch {
     pub env: Vec<(String, String)>,
     /// Files to remove if the shell never starts (they remove themselves otherwise).
     pub files: Vec<PathBuf>,
+    /// The integration file the program must be given open as [`RC_DESCRIPTOR`] (it reads
+    /// itself from there), to be removed once the program runs; the file is one of `files`.
+    pub rc_descriptor: Option<PathBuf>,
 }
 
 /// Writes the integration files for a shell into `scratch` (a private directory) and returns
-/// how to start it. `nonce` must be letters and digits only.
-pub fn prepare(program: &str, nonce: &str, scratch: &Path) -> io::Result<ShellLaunch> {
-    prepare_in(program, nonce, scratch, false)
+/// how to start it. `nonce` must be letters and digits only. `by_descriptor`: whoever starts
+/// the shell gives it [`ShellLaunch::rc_descriptor`] open (the native holder does), so a bash
+/// integration reads itself through it and starts no process.
+pub fn prepare(
+    program: &str,
+    nonce: &str,
+    scratch: &Path,
+    by_descriptor: bool,
+) -> io::Result<ShellLaunch> {
+    prepare_with(program, nonce, scratch, false, by_descriptor)
+}
+
+/// How a bash integration file is read, and so how it goes away and asks the line editor.
+#[derive(Clone, Copy)]
+enum RcRead<'a> {
+    /// By its path; it removes itself (the given command) and asks through a command
+    /// substitution.
+    Path { removal: &'a str },
+    /// Through [`RC_DESCRIPTOR`], removed by the holder: it asks through that file and closes
+    /// the descriptor, with builtins only.
+    Descriptor,
 }
 
 /// [`prepare`] in a directory of the terminal's own (`owns_scratch`: a shell that runs as
@@ -149,6 +177,16 @@ pub fn prepare_in(
     scratch: &Path,
     owns_scratch: bool,
 ) -> io::Result<ShellLaunch> {
+    prepare_with(program, nonce, scratch, owns_scratch, false)
+}
+
+fn prepare_with(
+    program: &str,
+    nonce: &str,
+    scratch: &Path,
+    owns_scratch: bool,
+    by_descriptor: bool,
+) -> io::Result<ShellLaunch> {
     let kind = ShellKind::of(program);
     let mut launch = ShellLaunch {
         kind,
@@ -156,21 +194,34 @@ pub fn prepare_in(
         args: Vec::new(),
         env: Vec::new(),
         files: Vec::new(),
+        rc_descriptor: None,
     };
     match kind {
         ShellKind::Bash => {
             let rc = scratch.join(format!("bashrc-{nonce}"));
-            let removal = if owns_scratch {
-                r#"builtin command rm -rf -- "${BASH_SOURCE[0]%/*}" 2>/dev/null"#
+            let read = if by_descriptor {
+                RcRead::Descriptor
+            } else if owns_scratch {
+                RcRead::Path {
+                    removal: r#"builtin command rm -rf -- "${BASH_SOURCE[0]%/*}" 2>/dev/null"#,
+                }
             } else {
-                r#"builtin command rm -f -- "${BASH_SOURCE[0]}" 2>/dev/null"#
+                RcRead::Path {
+                    removal: r#"builtin command rm -f -- "${BASH_SOURCE[0]}" 2>/dev/null"#,
+                }
             };
             crate::state_dir::write_scratch(
                 scratch,
                 &file_name(&rc),
-                bash_rc(nonce, removal).as_bytes(),
+                bash_rc(nonce, read).as_bytes(),
             )?;
-            launch.args = vec!["--rcfile".to_owned(), path_string(&rc)?, "-i".to_owned()];
+            let rc_arg = if by_descriptor {
+                launch.rc_descriptor = Some(rc.clone());
+                format!("/dev/fd/{RC_DESCRIPTOR}")
+            } else {
+                path_string(&rc)?
+            };
+            launch.args = vec!["--rcfile".to_owned(), rc_arg, "-i".to_owned()];
             launch.files.push(rc);
         }
         ShellKind::Zsh => {
@@ -218,7 +269,35 @@ fn path_string(path: &Path) -> io::Result<String> {
         .ok_or_else(|| io::Error::other("runtime path is not UTF-8"))
 }
 
-fn bash_rc(nonce: &str, removal: &str) -> String {
+fn bash_rc(nonce: &str, read: RcRead<'_>) -> String {
+    let removal = match read {
+        RcRead::Path { removal } => removal,
+        // The holder removed the file once the shell ran; bash has read it whole before it
+        // runs any of it.
+        RcRead::Descriptor => "",
+    };
+    // The first prompt mark comes before the rest of PROMPT_COMMAND and PS1, which can be
+    // slow; ptyhub only waits for the line editor once it saw that the editor uses bracketed
+    // paste, so say so now (mode on, then off again: the screen is unchanged).
+    let hint = r"builtin printf '\e[?2004h\e[?2004l'";
+    let editor_hint = match read {
+        RcRead::Path { .. } => format!(
+            r"if [[ -o emacs || -o vi ]] && [[ $(bind -v 2>/dev/null) == *'enable-bracketed-paste on'* ]]; then
+  {hint}
+fi"
+        ),
+        // The editor's settings are written into the integration's own file (read already,
+        // and removed) and read back, then its descriptor is closed.
+        RcRead::Descriptor => format!(
+            r"if [[ -o emacs || -o vi ]] && bind -v >/proc/self/fd/{RC_DESCRIPTOR} 2>/dev/null; then
+  while IFS= read -r __ptyhub_l; do
+    [[ $__ptyhub_l == 'set enable-bracketed-paste on' ]] && {{ {hint}; break; }}
+  done </proc/self/fd/{RC_DESCRIPTOR}
+  unset __ptyhub_l
+fi
+exec {RC_DESCRIPTOR}<&-"
+        ),
+    };
     format!(
         r#"# ptyhub shell integration (removes itself once read)
 {removal}
@@ -242,12 +321,7 @@ PS0="${{PS0}}${{__ptyhub_ps0}}"
 bind 'set enable-active-region off' 2>/dev/null
 PROMPT_COMMAND=(__ptyhub_precmd "${{PROMPT_COMMAND[@]}}")
 PROMPT_COMMAND[63]=__ptyhub_precmd
-# The first prompt mark comes before the rest of PROMPT_COMMAND and PS1, which can be slow;
-# ptyhub only waits for the line editor once it saw that the editor uses bracketed paste, so
-# say so now (mode on, then off again: the screen is unchanged).
-if [[ -o emacs || -o vi ]] && [[ $(bind -v 2>/dev/null) == *'enable-bracketed-paste on'* ]]; then
-  builtin printf '\e[?2004h\e[?2004l'
-fi
+{editor_hint}
 "#
     )
 }

@@ -249,6 +249,11 @@ impl Ptyhub {
         self.state.path()
     }
 
+    /// The server's `XDG_RUNTIME_DIR` (its sockets, and the shells' integration files).
+    pub fn runtime_dir(&self) -> &Path {
+        self.runtime.path()
+    }
+
     /// The server's pid.
     pub fn server_pid(&self) -> Option<u32> {
         self.server.as_ref().map(Child::id)

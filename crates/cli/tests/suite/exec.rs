@@ -52,6 +52,57 @@ async fn output_and_exit_codes_of_plain_multiline_and_heredoc_commands() {
     }
 }
 
+/// A bash terminal reads its integration through a descriptor the holder gives it: the file
+/// is gone once the shell runs, the shell keeps no descriptor of it, and the line editor's
+/// bracketed paste was announced before the first prompt (fork-free, through that file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bash_terminal_keeps_no_integration_file_or_descriptor() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "shell": "bash", "cwd": "/tmp" })).await;
+    let result = exec(&client, &id, "ls /proc/$$/fd").await;
+    let fds: Vec<&str> = result["output"]
+        .as_str()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert!(fds.contains(&"0") && !fds.contains(&"3"), "{fds:?}");
+    let mut left = Vec::new();
+    let mut dirs = vec![hub.runtime_dir().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if entry.file_name().to_string_lossy().starts_with("bashrc-") {
+                left.push(path);
+            }
+        }
+    }
+    assert!(left.is_empty(), "{left:?}");
+    let events = get(
+        &client,
+        &format!("/v2/pty/sessions/{id}/events?after_seq=0"),
+    )
+    .await;
+    let mut output = Vec::new();
+    for event in data(&events)["events"].as_array().into_iter().flatten() {
+        if let Some(b64) = event["data_b64"].as_str() {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap_or_default();
+            output.extend(bytes);
+        }
+    }
+    let output = String::from_utf8_lossy(&output);
+    let before_prompt = output.split("\x1b]133;A").next().unwrap_or_default();
+    assert!(
+        before_prompt.contains("\x1b[?2004h\x1b[?2004l"),
+        "{before_prompt:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cd_and_export_persist_and_utf8_round_trips() {
     let hub = start();

@@ -132,6 +132,7 @@ impl TmuxBackend {
             user: None,
             sandbox: None,
             protocol_claim: None,
+            rc_descriptor: None,
         };
         match self.launcher.launch(&spec).await {
             Ok(_) => {

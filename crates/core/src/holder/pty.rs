@@ -62,6 +62,20 @@ pub fn discard_unread_input(master: &OwnedFd) -> Option<u64> {
     crate::process::discard_unread(&slave)
 }
 
+/// Opens the integration file a program is to inherit as [`crate::shell::RC_DESCRIPTOR`], on
+/// that very descriptor if this process does not use it: then std's pipe for exec errors,
+/// made during the spawn, cannot be it (the child puts the file there just before exec).
+fn open_holding_rc_descriptor(path: &std::path::Path) -> io::Result<OwnedFd> {
+    let file = OwnedFd::from(std::fs::File::open(path)?);
+    let lowest = rustix::io::fcntl_dupfd_cloexec(&file, crate::shell::RC_DESCRIPTOR)?;
+    if std::os::fd::AsRawFd::as_raw_fd(&lowest) == crate::shell::RC_DESCRIPTOR {
+        Ok(lowest)
+    } else {
+        // Taken by the holder itself for its whole life: no pipe can be made on it either.
+        Ok(file)
+    }
+}
+
 /// Whether the terminal hides what is typed: canonical mode without echo (termios `ICANON`
 /// set, `ECHO` cleared), as `read -s`, `sudo`, `passwd` and `getpass` set it. A line editor
 /// (readline, zle) clears both and echoes by itself, so what it reads is not hidden. Read
@@ -131,6 +145,14 @@ pub fn spawn(
         Some(guest) => super::root_layer::RootLayer::of(guest)?,
         None => None,
     };
+    // The integration file the program reads itself through (`shell::RC_DESCRIPTOR`); it is
+    // removed once the program runs, so nothing is left of it whatever the program does.
+    let rc_file = spec
+        .rc_descriptor
+        .as_ref()
+        .map(|path| open_holding_rc_descriptor(path))
+        .transpose()?;
+    let rc_fd = rc_file.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     if let Some(user) = &spec.user {
         // The terminal is the account's own (its programs open `/dev/tty`), and the program
         // runs as it: std switches groups (dropping the supplementary ones) and then the user
@@ -171,9 +193,26 @@ pub fn spawn(
             }
             // Mark, do not close: std's exec-error pipe must survive until exec.
             libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
+            // After the marking: the one descriptor the program is meant to inherit.
+            if let Some(fd) = rc_fd {
+                let target = crate::shell::RC_DESCRIPTOR;
+                let kept = if fd == target {
+                    libc::fcntl(fd, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(fd, target)
+                };
+                if kept < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
             Ok(())
         });
     }
     let child = cmd.spawn()?;
+    if let Some(path) = &spec.rc_descriptor {
+        // The program runs and has the file open: it reads it from its descriptor.
+        let _ = std::fs::remove_file(path);
+    }
+    drop(rc_file);
     Ok(child.id())
 }
