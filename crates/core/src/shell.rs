@@ -299,7 +299,7 @@ exec {RC_DESCRIPTOR}<&-"
         ),
     };
     format!(
-        r#"# ptyhub shell integration (removes itself once read)
+        r#"# ptyhub shell integration (gone once read)
 {removal}
 [ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
 [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
@@ -328,7 +328,7 @@ PROMPT_COMMAND[63]=__ptyhub_precmd
 
 fn zsh_rc(nonce: &str) -> String {
     format!(
-        r#"# ptyhub shell integration (removes itself once read)
+        r#"# ptyhub shell integration (gone once read)
 builtin command rm -rf -- "$ZDOTDIR" 2>/dev/null
 unset ZDOTDIR
 [[ -r "$HOME/.zshrc" ]] && . "$HOME/.zshrc"
@@ -358,7 +358,7 @@ if [[ -o zle ]] && (( ${{#zle_bracketed_paste}} )); then builtin printf '\e[?200
 
 fn sh_rc(nonce: &str, removal: &str) -> String {
     format!(
-        r#"# ptyhub shell integration (removes itself once read)
+        r#"# ptyhub shell integration (gone once read)
 {removal}
 unset ENV
 __ptyhub_k='{nonce}'

@@ -71,23 +71,32 @@ impl Actor {
             if let TrackerEvent::Finished(id) = *event {
                 self.count_finished(id);
                 self.timers = CommandTimers::default();
-                let mut result = self.command_result(Some(id));
-                result.output = result.output.map(|o| {
-                    crate::plain_text::truncate_middle(&o, crate::plain_text::TRUNCATE_CHARS)
-                });
-                result.console = None;
-                self.finished.push_back((id, result));
+                // The command's text is made once: the waiters get it whole, with the console
+                // history; the kept result gets it truncated, without.
+                let result = self.result_without_console(Some(id));
+                let waiters = std::mem::take(&mut self.waiters);
+                let (answered, waiting): (Vec<_>, Vec<_>) =
+                    waiters.into_iter().partition(|(wanted, _)| *wanted == id);
+                self.waiters = waiting;
+                if !answered.is_empty() {
+                    let whole = CommandResult {
+                        console: Some(self.tracker.console().cloned().collect()),
+                        ..result.clone()
+                    };
+                    for (_, reply) in answered {
+                        let _ = reply.send(whole.clone());
+                    }
+                }
+                let kept = CommandResult {
+                    output: result.output.map(|o| {
+                        crate::plain_text::truncate_middle(&o, crate::plain_text::TRUNCATE_CHARS)
+                    }),
+                    ..result
+                };
+                self.finished.push_back((id, kept));
                 while self.finished.len() > FINISHED_KEPT {
                     if let Some((old, _)) = self.finished.pop_front() {
                         self.cancelled.remove(&old);
-                    }
-                }
-                let waiters = std::mem::take(&mut self.waiters);
-                for (wanted, reply) in waiters {
-                    if wanted == id {
-                        let _ = reply.send(self.command_result(Some(id)));
-                    } else {
-                        self.waiters.push((wanted, reply));
                     }
                 }
             }
@@ -486,6 +495,14 @@ impl Actor {
     }
 
     pub(super) fn command_result(&self, id: Option<u64>) -> CommandResult {
+        CommandResult {
+            console: Some(self.tracker.console().cloned().collect()),
+            ..self.result_without_console(id)
+        }
+    }
+
+    /// [`Self::command_result`] without the console history (`console` is `None`).
+    fn result_without_console(&self, id: Option<u64>) -> CommandResult {
         let record = self
             .tracker
             .current()
@@ -498,7 +515,7 @@ impl Actor {
             output: record
                 .filter(|c| !c.status.is_running())
                 .map(|c| c.output()),
-            console: Some(self.tracker.console().cloned().collect()),
+            console: None,
             exit_code: record.and_then(|c| c.exit_code),
             command_id: None,
             window: None,
