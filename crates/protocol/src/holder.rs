@@ -78,10 +78,11 @@ pub enum HolderRequest {
         /// from an older server: the event then names nobody).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source: Option<crate::event::InputSource>,
-        /// Nobody reads this answer's `unread`: the holder need not count the terminal's
-        /// unread input for it (an older holder counts it anyway).
+        /// Nobody waits for this request's `input_result` (an exec's typing): the holder need
+        /// not count the terminal's unread input for it, and may send it with the output that
+        /// follows, a few milliseconds later at most (an older holder answers at once, whole).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        skip_unread: bool,
+        no_receipt: bool,
     },
     /// Set the PTY's size; the holder logs it as a `pty.resize` event (no answer). A zero
     /// dimension is ignored.
@@ -117,6 +118,23 @@ pub enum HolderRequest {
     /// End the whole process tree (SIGHUP, then SIGKILL after a grace), record the exit, and
     /// stop the holder. No answer: the `process.exit` event and the end of the stream tell.
     Terminate,
+}
+
+impl HolderRequest {
+    /// Whether the server waits for an answer to it: `hello`, `subscribe`, `status`,
+    /// `signal`, and `input` unless `no_receipt`.
+    pub fn is_awaited(&self) -> bool {
+        match self {
+            Self::Hello { .. } | Self::Subscribe { .. } | Self::Status | Self::Signal { .. } => {
+                true
+            }
+            Self::Input { no_receipt, .. } => !no_receipt,
+            Self::Resize { .. }
+            | Self::SignalStartedSince { .. }
+            | Self::Note(_)
+            | Self::Terminate => false,
+        }
+    }
 }
 
 /// A message from a holder that is not an event line.
@@ -264,7 +282,7 @@ mod tests {
             data: b"ls\r".to_vec(),
             discard_unread: false,
             source: None,
-            skip_unread: false,
+            no_receipt: false,
         };
         let line = serde_json::to_string(&input).unwrap_or_default();
         assert_eq!(line, r#"{"op":"input","data_b64":"bHMN"}"#);
@@ -274,12 +292,12 @@ mod tests {
             data: b"ls\r".to_vec(),
             discard_unread: false,
             source: None,
-            skip_unread: true,
+            no_receipt: true,
         };
         let line = serde_json::to_string(&quiet).unwrap_or_default();
         assert_eq!(
             line,
-            r#"{"op":"input","data_b64":"bHMN","skip_unread":true}"#
+            r#"{"op":"input","data_b64":"bHMN","no_receipt":true}"#
         );
         let back: HolderRequest = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, quiet);

@@ -37,6 +37,9 @@ const END_GRACE: Duration = Duration::from_millis(1500);
 const LINGER: Duration = Duration::from_secs(2);
 /// The working directory is re-read at most this often while output flows.
 const CWD_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How long what typed input without a receipt brought (its events, the answer nobody waits
+/// for) may wait for the output it causes, so that the server wakes once for both.
+const QUIET_INPUT_HOLD: Duration = Duration::from_millis(2);
 /// How long a sandbox (bwrap) may take to start the shell inside it.
 const GUEST_SHELL_WAIT: Duration = Duration::from_secs(5);
 /// The shell's depth under bwrap: bwrap, its pid-namespace init, then the shell.
@@ -70,6 +73,11 @@ pub(super) struct Holder {
     input: VecDeque<u8>,
     phase: Phase,
     last_cwd_check: Instant,
+    /// Until when subscribers are not served (typed input without a receipt waits for the
+    /// output it causes), unless output comes first.
+    hold_until: Option<Instant>,
+    /// A request the server waits for an answer to was handled: subscribers are served now.
+    is_serve_due: bool,
     /// Whether buffers were allocated since the heap was last trimmed.
     has_heap_activity: bool,
     /// When the cgroup's out-of-memory count was last read.
@@ -122,6 +130,8 @@ impl Holder {
             input: VecDeque::new(),
             phase: Phase::Running,
             last_cwd_check: Instant::now(),
+            hold_until: None,
+            is_serve_due: false,
             has_heap_activity: true,
             oom: OomWatch::default(),
         };
@@ -180,14 +190,21 @@ impl Holder {
             fds.len() - 1
         });
         let first_client = fds.len();
+        // While held, what waits for the subscribers waits (their sockets take it at once,
+        // which would end the wait at once).
+        let is_hold_wait = self.hold_until.is_some();
         for client in &self.clients {
             let mut events = readable;
-            if client.pending() > 0 {
+            if client.pending() > 0 && !is_hold_wait {
                 events |= PollFlags::OUT;
             }
             fds.push(PollFd::new(&client.stream, events));
         }
         let timeout = match self.phase {
+            _ if is_hold_wait => rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: i64::from(QUIET_INPUT_HOLD.subsec_nanos()),
+            },
             Phase::Running if is_stalled => rustix::event::Timespec {
                 tv_sec: 0,
                 tv_nsec: i64::from(log_writer::RETRY_EVERY.subsec_nanos()),
@@ -208,7 +225,7 @@ impl Holder {
         drop(fds);
         let is_ready =
             |flags: PollFlags| flags.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR);
-        if n == 0 && self.has_heap_activity {
+        if n == 0 && !is_hold_wait && self.has_heap_activity {
             clients::release_idle_buffers(&mut self.clients);
             if self.input.is_empty() {
                 self.input = VecDeque::new();
@@ -224,12 +241,13 @@ impl Holder {
         if !revents[1].is_empty() {
             self.accept_clients();
         }
+        let mut has_output = false;
         if let Some(slot) = master_slot {
             if revents[slot].contains(PollFlags::OUT) {
                 self.write_input();
             }
             if is_ready(revents[slot]) {
-                self.read_master();
+                has_output = self.read_master();
             }
         }
         for (i, &flags) in revents[first_client..].iter().enumerate() {
@@ -237,7 +255,16 @@ impl Holder {
                 self.read_client(i);
             }
         }
-        self.serve_clients();
+        // What typed input without a receipt brought waits for its output (QUIET_INPUT_HOLD
+        // at most), so the server wakes once for both; anything else is served now.
+        let is_held = !has_output
+            && !self.is_serve_due
+            && self.hold_until.is_some_and(|until| Instant::now() < until);
+        if !is_held {
+            self.hold_until = None;
+            self.is_serve_due = false;
+            self.serve_clients();
+        }
         if matches!(self.phase, Phase::Running) && self.last_cwd_check.elapsed() >= CWD_CHECK_EVERY
         {
             self.refresh_cwd();
@@ -474,6 +501,9 @@ impl Holder {
     }
 
     fn handle_request(&mut self, i: usize, request: HolderRequest) {
+        if request.is_awaited() {
+            self.is_serve_due = true;
+        }
         let Some(request) =
             self.clients[i].answer_common(request, self.spec.protocol_claim, &self.log)
         else {
@@ -486,7 +516,7 @@ impl Holder {
                 data,
                 discard_unread,
                 source,
-                skip_unread,
+                no_receipt,
             } => {
                 let is_running = self.master.is_some() && matches!(self.phase, Phase::Running);
                 let discarded = (discard_unread && is_running).then(|| self.discard_unread());
@@ -517,7 +547,12 @@ impl Holder {
                     let left = self.input.len();
                     written = data.len().saturating_sub(left.saturating_sub(before));
                 }
-                let unread = if skip_unread {
+                let unread = if no_receipt {
+                    if written > 0 && !self.is_serve_due {
+                        // Its events and answer go with the output the bytes cause.
+                        self.hold_until
+                            .get_or_insert_with(|| Instant::now() + QUIET_INPUT_HOLD);
+                    }
                     None
                 } else {
                     self.master.as_ref().and_then(pty::unread_input)

@@ -405,8 +405,8 @@ impl Actor {
             data: data.to_vec(),
             discard_unread,
             source,
-            // Only a client's receipt tells how much input waits unread.
-            skip_unread: ack.is_none(),
+            // Only a client's receipt is waited for.
+            no_receipt: ack.is_none(),
         };
         let requests = match note {
             Some(note) => vec![HolderRequest::Note(note), input],
