@@ -24,6 +24,10 @@ async fn f5_dropped_clients_cost_nothing_and_a_reconnect_storm_is_exact() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let id = create(&client, json!({ "id": "storm" })).await;
     exec(&client, &id, "true").await;
+    // The screen reads the log through a descriptor of its own, opened once it first applies
+    // output (its thread lets output settle first): a read of the screen opens it now, so the
+    // count below is the server's at rest.
+    get(&client, &format!("/v2/pty/sessions/{id}/screen")).await;
     let fds = open_fds(pid);
 
     // (a) Half a frame, then a reset.
