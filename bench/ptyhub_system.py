@@ -760,6 +760,33 @@ def resolve_binary(arg: str | None) -> tuple[Path, str]:
     return REPO / "target" / "release" / "ptyhub", "target/release/ptyhub"
 
 
+def resolve_builds(specs: list[str]) -> tuple[list[tuple[str, Path]], list[str]]:
+    """The builds named by `--ptyhub LABEL=PATH` options (the release build when none),
+    and a note on each (its file's time) plus the harness's commit, for a report."""
+    builds = []
+    for spec in specs or [""]:
+        label, _, path = spec.rpartition("=") if "=" in spec else ("ptyhub", "", spec)
+        binary, _ = resolve_binary(path or None)
+        builds.append((label or "ptyhub", binary))
+    notes = [f"build `{label}`: {binary.name}, modified "
+             f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(binary.stat().st_mtime))} UTC"
+             for label, binary in builds]
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    if commit:
+        notes.append(f"harness at commit {commit}")
+    return builds, notes
+
+
+def write_results(out: str, suffix: str, md: str, doc: dict) -> None:
+    """Writes a report as `<out>/<UTC timestamp>-<suffix>.md` and `.json`."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    (folder / f"{stamp}-{suffix}.md").write_text(md)
+    (folder / f"{stamp}-{suffix}.json").write_text(json.dumps(doc, indent=1))
+
+
 def newest_source_mtime() -> float:
     newest = 0.0
     for pattern in ("crates/**/*.rs", "crates/**/Cargo.toml", "Cargo.toml", "Cargo.lock"):

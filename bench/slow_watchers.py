@@ -25,7 +25,6 @@ import json
 import os
 import platform
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import live_client
 from common import REPO, Env, log, read_pss, wait_cpu_settled
-from ptyhub_system import Ptyhub, resolve_binary
+from ptyhub_system import Ptyhub, resolve_builds, write_results
 
 PAGE = 4096
 
@@ -264,20 +263,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--catch-up-timeout", type=float, default=300)
     ap.add_argument("--out", default=str(REPO / "bench" / "results"))
     args = ap.parse_args(argv)
-    binaries = []
-    for spec in args.ptyhub or [""]:
-        label, _, path = spec.rpartition("=") if "=" in spec else ("ptyhub", "", spec)
-        binary, how = resolve_binary(path or None)
-        binaries.append((label or "ptyhub", binary))
-    notes = [f"binary `{label}`: {binary.name}, modified "
-             f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(binary.stat().st_mtime))} UTC"
-             for label, binary in binaries]
-    try:
-        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-        notes.append(f"harness at commit {commit}")
-    except OSError:
-        pass
+    binaries, notes = resolve_builds(args.ptyhub)
     env = Env(keep=False)
     results = []
     try:
@@ -292,14 +278,10 @@ def main(argv: list[str]) -> int:
     finally:
         env.cleanup()
     md = report(results, args, notes)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    (out / f"{stamp}-slow-watchers.md").write_text(md)
     # Labels and file names only: no path of this machine goes into the results.
     shown = dict(vars(args), ptyhub=[label for label, _ in binaries], out=None)
-    (out / f"{stamp}-slow-watchers.json").write_text(json.dumps(
-        {"args": shown, "notes": notes, "results": results}, indent=1))
+    write_results(args.out, "slow-watchers", md,
+                  {"args": shown, "notes": notes, "results": results})
     print(md)
     return 0 if all(r["watchers_exact"] or not r["watchers"] for r in results) else 1
 

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""An exec's round trip for several ptyhub builds side by side, with the bare shell and tmux
+control mode beside them, all in one run.
+
+Every system is started once and kept; the run then takes turns in batches (a batch of execs
+on each system, the order reversed every other turn), so that all of them meet the same
+machine. On a shared VM whose speed drifts by a third within minutes, separate runs before
+and after a change cannot tell 10 % apart; builds measured this way can.
+
+    python3 bench/compare_builds.py --ptyhub before=PATH --ptyhub after=PATH
+    python3 bench/compare_builds.py --ptyhub after=PATH --batches 60 --per 50
+
+Per build: `POST …/exec {"command": "echo hi"}` on one keep-alive connection (each request in
+one write) and `GET /healthz` on the same connection (10 per batch: the HTTP floor). *Own
+part* = exec p50 − healthz p50 − the bare shell's p50, as in `run.py`. The report goes to
+bench/results/<UTC timestamp>-compare.md (and .json) unless `--out` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from pathlib import Path
+
+from bare import Bare
+from common import REPO, Env, log, median, percentile
+from ptyhub_system import Ptyhub, resolve_builds, write_results
+from tmux_system import Tmux
+
+HEALTHZ_PER_BATCH = 10
+
+
+def measure(args, binaries: list[tuple[str, Path]]) -> dict:
+    env = Env(keep=False)
+    ops: dict[str, list[float]] = {}
+    errors: dict[str, list[str]] = {}
+    try:
+        systems = {}  # name -> (op, close)
+        bare = Bare(env)
+        bare.rt_open()
+        systems["bare shell"] = (bare.rt_op, bare.rt_close)
+        tmux = Tmux(env, "tmux compare")
+        tmux.rt_open()
+        tmux.ctl_open()
+        systems["tmux control mode"] = (tmux.ctl_op, tmux.rt_close)
+        hubs = {}
+        for label, binary in binaries:
+            hub = Ptyhub(env, binary, label)
+            hub.rt_open()
+            hubs[label] = hub
+            systems[label] = (hub.rt_op, hub.rt_close)
+        names = list(systems)
+        for name in names:
+            ops[name] = []
+            errors[name] = []
+            for i in range(args.warmup):
+                systems[name][0](10**6 + i)
+        for label in hubs:
+            ops[f"{label} healthz"] = []
+            errors[f"{label} healthz"] = []
+        for batch in range(args.batches):
+            order = names if batch % 2 == 0 else names[::-1]
+            for name in order:
+                op = systems[name][0]
+                for i in range(args.per):
+                    secs, error = op(batch * args.per + i)
+                    ops[name].append(secs * 1000)
+                    if error and len(errors[name]) < 5:
+                        errors[name].append(error)
+                if name in hubs:
+                    for i in range(HEALTHZ_PER_BATCH):
+                        secs, error = hubs[name].rt_trivial_op(i)
+                        ops[f"{name} healthz"].append(secs * 1000)
+                        if error and len(errors[f"{name} healthz"]) < 5:
+                            errors[f"{name} healthz"].append(error)
+            log(f"batch {batch + 1}/{args.batches}")
+        for name in names:
+            systems[name][1]()
+    finally:
+        env.cleanup()
+    return {"ops_ms": ops, "errors": errors, "builds": [label for label, _ in binaries]}
+
+
+def report(result: dict, args, notes: list[str]) -> str:
+    ops, errors = result["ops_ms"], result["errors"]
+    bare = median(ops["bare shell"])
+    tmux = median(ops["tmux control mode"])
+    lines = [
+        "# An exec's round trip, builds side by side",
+        "",
+        f"- {args.batches} turns of {args.per} ops per system (order reversed every other "
+        f"turn), {args.warmup} warm-up ops each; `echo hi` and its exit code; "
+        f"{HEALTHZ_PER_BATCH} `GET /healthz` per turn per build",
+        f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.release()}; "
+        "a shared machine (other work may run beside it)",
+        *[f"- {n}" for n in notes],
+        "",
+        "| system | ops | p50 ms | p90 ms | p99 ms | errors |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, values in ops.items():
+        lines.append(
+            f"| {name} | {len(values)} | {median(values):.3f} | {percentile(values, 90):.3f} | "
+            f"{percentile(values, 99):.3f} | {len(errors[name])} |")
+    lines += ["", "| build | exec p50 ms | own part ms | exec / tmux control mode | "
+              "exec / first build |", "|---|---|---|---|---|"]
+    first = median(ops[result["builds"][0]])
+    for label in result["builds"]:
+        exec_p50 = median(ops[label])
+        own = exec_p50 - median(ops[f"{label} healthz"]) - bare
+        lines.append(f"| {label} | {exec_p50:.3f} | {own:.3f} | {exec_p50 / tmux:.2f}x | "
+                     f"{exec_p50 / first:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ptyhub", action="append", default=[],
+                    help="LABEL=PATH of a build (repeatable); default: the release build")
+    ap.add_argument("--batches", type=int, default=40)
+    ap.add_argument("--per", type=int, default=50, help="execs per system per turn")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--out", default=str(REPO / "bench" / "results"))
+    args = ap.parse_args(argv)
+    binaries, notes = resolve_builds(args.ptyhub)
+    result = measure(args, binaries)
+    md = report(result, args, notes)
+    # Labels only: no path of this machine goes into the results.
+    shown = dict(vars(args), ptyhub=[label for label, _ in binaries], out=None)
+    write_results(args.out, "compare", md, {"args": shown, "notes": notes, **result})
+    print(md)
+    return 0 if not any(result["errors"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
