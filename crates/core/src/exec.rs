@@ -317,6 +317,11 @@ impl AnswerShape {
         })
     }
 
+    /// Whether the answer carries the console history (`include_console`).
+    pub fn is_console_included(&self) -> bool {
+        self.is_console_included
+    }
+
     /// How much of a long output the answer needs: a truncated one without a window only
     /// its ends (the terminal's memory has them; the whole text is read from the log).
     pub fn output_extent(&self) -> OutputExtent {
@@ -390,10 +395,11 @@ impl Submitted {
         if !self.options.is_input_returned {
             let result = self
                 .handle
-                .wait_command_for(
+                .wait_command_as(
                     Some(self.command_id),
                     self.options.timeout,
                     self.options.shape.output_extent(),
+                    self.options.shape.is_console_included(),
                 )
                 .await?;
             return Ok(self.options.shape(result));

@@ -252,7 +252,12 @@ async fn wait(
     let shape = AnswerShape::from_params(params.truncate, params.include_console, &params.window)?;
     let handle = state.registry.get(&principal.owner, &id).await?;
     let result = handle
-        .wait_command_for(None, Some(limit), shape.output_extent())
+        .wait_command_as(
+            None,
+            Some(limit),
+            shape.output_extent(),
+            shape.is_console_included(),
+        )
         .await?;
     ok("Wait finished", shape.apply(result))
 }

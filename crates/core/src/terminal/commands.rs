@@ -76,16 +76,21 @@ impl Actor {
                 let result = self.result_without_console(Some(id));
                 let waiters = std::mem::take(&mut self.waiters);
                 let (answered, waiting): (Vec<_>, Vec<_>) =
-                    waiters.into_iter().partition(|(wanted, _)| *wanted == id);
+                    waiters.into_iter().partition(|waiter| waiter.id == id);
                 self.waiters = waiting;
-                if !answered.is_empty() {
-                    let whole = CommandResult {
+                let whole = answered
+                    .iter()
+                    .any(|w| w.with_console)
+                    .then(|| CommandResult {
                         console: Some(self.tracker.console().cloned().collect()),
                         ..result.clone()
+                    });
+                for waiter in answered {
+                    let answer = match &whole {
+                        Some(whole) if waiter.with_console => whole.clone(),
+                        _ => result.clone(),
                     };
-                    for (_, reply) in answered {
-                        let _ = reply.send(whole.clone());
-                    }
+                    let _ = waiter.reply.send(answer);
                 }
                 let kept = CommandResult {
                     output: result.output.map(|o| {
@@ -330,11 +335,15 @@ impl Actor {
         let Some((id, result)) = self.interrupted_result() else {
             return;
         };
-        for (wanted, reply) in std::mem::take(&mut self.waiters) {
-            if wanted == id {
-                let _ = reply.send(result.clone());
+        for waiter in std::mem::take(&mut self.waiters) {
+            if waiter.id == id {
+                let mut answer = result.clone();
+                if !waiter.with_console {
+                    answer.console = None;
+                }
+                let _ = waiter.reply.send(answer);
             } else {
-                self.waiters.push((wanted, reply));
+                self.waiters.push(waiter);
             }
         }
     }
@@ -502,7 +511,7 @@ impl Actor {
     }
 
     /// [`Self::command_result`] without the console history (`console` is `None`).
-    fn result_without_console(&self, id: Option<u64>) -> CommandResult {
+    pub(super) fn result_without_console(&self, id: Option<u64>) -> CommandResult {
         let record = self
             .tracker
             .current()

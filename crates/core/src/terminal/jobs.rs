@@ -70,9 +70,9 @@ pub async fn wait(
 ) -> Result<JobResponse, TerminalError> {
     let id = parse_job_id(job)?;
     get(handle, job).await?;
-    // The job's answer is read afterwards; its output is not needed here.
+    // The job's answer is read afterwards; its output and the console are not needed here.
     handle
-        .wait_command_for(Some(id), Some(limit), OutputExtent::Ends)
+        .wait_command_as(Some(id), Some(limit), OutputExtent::Ends, false)
         .await?;
     get(handle, job).await
 }

@@ -97,8 +97,13 @@ pub struct ExecRequest {
 enum Request {
     Info(oneshot::Sender<TerminalInfo>),
     Exec(ExecRequest, oneshot::Sender<Result<u64, TerminalError>>),
-    /// Resolves once command `id` (or the running one) is no longer running.
-    Wait(Option<u64>, oneshot::Sender<CommandResult>),
+    /// Resolves once command `id` (or the running one) is no longer running; the result
+    /// carries the console history only `with_console`.
+    Wait {
+        id: Option<u64>,
+        with_console: bool,
+        reply: oneshot::Sender<CommandResult>,
+    },
     Result(Option<u64>, oneshot::Sender<CommandResult>),
     Screen(oneshot::Sender<ScreenResponse>),
     /// The current command's status and output so far (no screen).
@@ -420,9 +425,25 @@ impl TerminalHandle {
         limit: Option<Duration>,
         extent: OutputExtent,
     ) -> Result<CommandResult, TerminalError> {
+        self.wait_command_as(id, limit, extent, true).await
+    }
+
+    /// [`Self::wait_command_for`] for an answer that carries the console history only
+    /// `with_console` (its up to 100 records are not copied for one that drops them).
+    pub async fn wait_command_as(
+        &self,
+        id: Option<u64>,
+        limit: Option<Duration>,
+        extent: OutputExtent,
+        with_console: bool,
+    ) -> Result<CommandResult, TerminalError> {
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send(Request::Wait(id, reply))
+            .send(Request::Wait {
+                id,
+                with_console,
+                reply,
+            })
             .await
             .map_err(|_| TerminalError::internal("terminal actor is gone"))?;
         let finished = match limit {
@@ -673,6 +694,14 @@ impl TerminalHandle {
     }
 }
 
+/// A caller waiting for command `id` to end.
+struct Waiter {
+    id: u64,
+    /// The answer carries the console history.
+    with_console: bool,
+    reply: oneshot::Sender<CommandResult>,
+}
+
 struct Actor {
     dir: PathBuf,
     meta: TerminalMeta,
@@ -687,7 +716,7 @@ struct Actor {
     lines: Option<Box<dyn LineStream>>,
     is_exited: bool,
     pending_exec: Option<PendingExec>,
-    waiters: Vec<(u64, oneshot::Sender<CommandResult>)>,
+    waiters: Vec<Waiter>,
     closers: Vec<oneshot::Sender<Result<TerminalMeta, TerminalError>>>,
     close_started: Option<Instant>,
     timers: CommandTimers,
@@ -816,12 +845,25 @@ impl Actor {
                 let _ = reply.send(self.info());
             }
             Request::Exec(request, reply) => self.exec(request, reply).await,
-            Request::Wait(id, reply) => {
+            Request::Wait {
+                id,
+                with_console,
+                reply,
+            } => {
                 let running = self.tracker.running().map(|c| c.id);
                 match running.filter(|&r| id.is_none_or(|id| id == r)) {
-                    Some(running) => self.waiters.push((running, reply)),
+                    Some(running) => self.waiters.push(Waiter {
+                        id: running,
+                        with_console,
+                        reply,
+                    }),
                     None => {
-                        let _ = reply.send(self.command_result(id));
+                        let result = if with_console {
+                            self.command_result(id)
+                        } else {
+                            self.result_without_console(id)
+                        };
+                        let _ = reply.send(result);
                     }
                 }
             }
