@@ -40,7 +40,7 @@ use crate::output_window::OutputWindow;
 use crate::plain_text::{TRUNCATE_CHARS, truncate_middle};
 use crate::registry::Registry;
 use crate::terminal::live::{LEASE_WAIT_DEFAULT, Writer};
-use crate::terminal::{ExecRequest, OutputExtent, TerminalHandle};
+use crate::terminal::{CommandBrief, ExecRequest, OutputExtent, TerminalHandle};
 
 /// `no_change_timeout` of a waiting exec when neither the caller nor the terminal set one:
 /// seconds without output before ^C.
@@ -432,7 +432,14 @@ impl Submitted {
         let handle = self.handle.clone();
         let mut result = self.wait_for_result().await?;
         result.command_id = Some(command_id);
-        handle.mark_read(reader).await?;
+        handle.mark_read(
+            reader,
+            CommandBrief {
+                id: command_id,
+                status: result.status,
+                exit_code: result.exit_code,
+            },
+        );
         Ok(result)
     }
 }

@@ -169,6 +169,19 @@ pub struct ShellState {
     pub is_starting: bool,
 }
 
+impl ShellState {
+    /// A shell that has not shown its first prompt yet (what a new handle sees until its actor
+    /// says otherwise).
+    const STARTING: Self = Self {
+        is_ready: false,
+        is_at_prompt: false,
+        is_command_running: false,
+        last_command: None,
+        is_editor_silent: false,
+        is_starting: true,
+    };
+}
+
 /// A command's id and how it ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CommandBrief {
@@ -302,6 +315,9 @@ pub struct TerminalHandle {
     live: std::sync::Arc<live::Hub>,
     /// How far each caller has read the output through `send` and `observe`.
     read_marks: std::sync::Arc<std::sync::Mutex<ReadMarks>>,
+    /// Changes when the shell's state does (what the actor last published): a caller waiting
+    /// for the shell wakes on it instead of asking again on a timer.
+    shell: watch::Receiver<ShellState>,
 }
 
 /// Callers whose read mark is kept, per terminal (the least recently seen is forgotten).
@@ -369,6 +385,7 @@ impl TerminalHandle {
         let span = tracing::info_span!("terminal", id = %meta.id, owner = %meta.owner);
         let mut actor = Actor::new(dir, meta, backend, seq_tx, std::sync::Arc::clone(&live));
         actor.counts_all_output = is_created;
+        let shell = actor.shell_tx.subscribe();
         tokio::spawn(tracing::Instrument::instrument(
             async move {
                 actor.run(rx).await;
@@ -383,6 +400,7 @@ impl TerminalHandle {
             send_lock: std::sync::Arc::default(),
             live,
             read_marks: std::sync::Arc::default(),
+            shell,
         }
     }
 
@@ -632,6 +650,7 @@ impl TerminalHandle {
         let started = Instant::now();
         let limit = limit.map_or(FIRST_PROMPT_TIMEOUT, |l| l.min(FIRST_PROMPT_TIMEOUT));
         let mut silent_since = None;
+        let mut changes = self.shell.clone();
         loop {
             let state = self.shell_state().await?;
             let now = Instant::now();
@@ -640,7 +659,9 @@ impl TerminalHandle {
                     let screen = self.view().await?.tail(commands::SCREEN_TAIL_ROWS);
                     return Err(TerminalError::FirstPromptTimeout { screen });
                 }
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                // Asked again as soon as the shell's state changes (its first prompt), and
+                // every 10 ms at least.
+                let _ = tokio::time::timeout(Duration::from_millis(10), changes.changed()).await;
                 continue;
             }
             if !state.is_editor_silent {
@@ -659,13 +680,11 @@ impl TerminalHandle {
         self.ask(Request::View).await
     }
 
-    /// Records that `caller` has been given everything up to now: the output so far and the
-    /// running or last command as it stands (an exec's answer does that).
-    pub async fn mark_read(&self, caller: &str) -> Result<(), TerminalError> {
+    /// Records that `caller` has been given everything up to now: the output so far and
+    /// `command` as it stands (an exec's answer gives its command's result).
+    pub fn mark_read(&self, caller: &str, command: CommandBrief) {
         let seq = *self.seq.borrow();
-        let command = self.shell_state().await?.last_command;
-        self.set_read_mark(caller, seq, Some(command));
-        Ok(())
+        self.set_read_mark(caller, seq, Some(Some(command)));
     }
 
     /// How far `caller` has been given this terminal's output and commands.
@@ -712,6 +731,8 @@ struct Actor {
     tracker: CommandTracker,
     last_seq: Seq,
     seq_tx: watch::Sender<Seq>,
+    /// The shell's state as last published to the handles (`TerminalHandle::shell`).
+    shell_tx: watch::Sender<ShellState>,
     link: Option<Box<dyn RequestSink>>,
     lines: Option<Box<dyn LineStream>>,
     is_exited: bool,
@@ -776,6 +797,7 @@ impl Actor {
             meta,
             last_seq: Seq::ZERO,
             seq_tx,
+            shell_tx: watch::channel(ShellState::STARTING).0,
             link: None,
             lines: None,
             is_exited: false,
@@ -812,6 +834,17 @@ impl Actor {
         // Output applied since this task last let the others run.
         let mut slice = 0;
         loop {
+            // Once the history it connected to is applied: a past view is nobody's business.
+            if self.lines.is_none() || self.is_caught_up() {
+                let state = self.shell_state();
+                self.shell_tx.send_if_modified(|published| {
+                    let is_new = *published != state;
+                    if is_new {
+                        *published = state;
+                    }
+                    is_new
+                });
+            }
             let deadline = self.next_deadline();
             tokio::select! {
                 line = recv_line(&mut self.lines) => match line {

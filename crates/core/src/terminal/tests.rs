@@ -148,6 +148,26 @@ async fn history_is_replayed_before_a_command_is_submitted() {
     assert_eq!(t.fake.connects(), 1);
 }
 
+/// A caller waiting for a new shell's line editor wakes as soon as the first prompt comes,
+/// not at the next turn of a timer: time is paused, so only timers move it.
+#[tokio::test(start_paused = true)]
+async fn a_wait_for_the_editor_wakes_with_the_first_prompt() {
+    let t = start(&[]);
+    let handle = t.handle.clone();
+    let waiting = tokio::spawn(async move { handle.wait_for_editor(None).await });
+    // The waiter has asked and found the shell starting.
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    assert!(!waiting.is_finished());
+    let before = tokio::time::Instant::now();
+    t.fake.output(&prompt());
+    waiting.await.expect("joined").expect("the editor is ready");
+    assert!(
+        before.elapsed() < Duration::from_millis(1),
+        "{:?}",
+        before.elapsed()
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn no_change_timeout_presses_ctrl_c_then_kills_then_gives_up() {
     let t = start(&[&prompt()]);
