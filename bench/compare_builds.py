@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""An exec's round trip for several ptyhub builds side by side, with the bare shell and tmux
-control mode beside them, all in one run.
+"""An exec's round trip (or the create rate) for several ptyhub builds side by side, with the
+bare shell and tmux control mode (or tmux's `new-session`) beside them, all in one run.
 
 Every system is started once and kept; the run then takes turns in batches (a batch of execs
 on each system, the order reversed every other turn), so that all of them meet the same
@@ -14,6 +14,11 @@ Per build: `POST …/exec {"command": "echo hi"}` on one keep-alive connection (
 one write) and `GET /healthz` on the same connection (10 per batch: the HTTP floor). *Own
 part* = exec p50 − healthz p50 − the bare shell's p50, as in `run.py`. The report goes to
 bench/results/<UTC timestamp>-compare.md (and .json) unless `--out` says otherwise.
+
+`--workload create`: each build and tmux create `--create-n` terminals (80x24, kept until the
+end), in turns of `--create-batch`, as `run.py`'s create workload does for one build: on this
+VM's file system each run is slower than the one before, so builds are only comparable in one.
+Report: `-create.md`.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ import argparse
 import os
 import platform
 import sys
+import time
 from pathlib import Path
 
 from bare import Bare
-from common import REPO, Env, log, median, percentile
+from common import REPO, SMALL, Env, log, median, percentile
 from ptyhub_system import Ptyhub, resolve_builds, write_results
 from tmux_system import Tmux
 
@@ -83,6 +89,62 @@ def measure(args, binaries: list[tuple[str, Path]]) -> dict:
     return {"ops_ms": ops, "errors": errors, "builds": [label for label, _ in binaries]}
 
 
+def measure_creates(args, binaries: list[tuple[str, Path]]) -> dict:
+    """Creates per system in turns of batches; the seconds of each batch."""
+    env = Env(keep=False)
+    batches: dict[str, list[dict]] = {}
+    try:
+        tmux = Tmux(env, "tmux create")
+        makers = {"tmux new-session": lambda i: tmux.new_session(f"c{i}", SMALL,
+                                                                  [env.bash, "-i"])}
+        for label, binary in binaries:
+            hub = Ptyhub(env, binary, f"create-{label}")
+            makers[label] = lambda i, hub=hub: hub.create(SMALL)
+        names = list(makers)
+        made = {name: 0 for name in names}
+        turn = 0
+        while any(made[name] < args.create_n for name in names):
+            for name in (names if turn % 2 == 0 else names[::-1]):
+                count = min(args.create_batch, args.create_n - made[name])
+                started = time.perf_counter()
+                for i in range(made[name], made[name] + count):
+                    makers[name](i)
+                batches.setdefault(name, []).append(
+                    {"count": count, "seconds": time.perf_counter() - started})
+                made[name] += count
+            turn += 1
+            log(f"turn {turn}: {made}")
+    finally:
+        env.cleanup()
+    return {"batches": batches, "builds": [label for label, _ in binaries]}
+
+
+def report_creates(result: dict, args, notes: list[str]) -> str:
+    batches = result["batches"]
+
+    def rate(items):
+        return sum(b["count"] for b in items) / sum(b["seconds"] for b in items)
+
+    lines = [
+        "# Create rate, builds side by side",
+        "",
+        f"- {args.create_n} terminals (80x24) per system, kept until the end, created in turns "
+        f"of {args.create_batch} (the order reversed every other turn)",
+        f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.release()}; "
+        "a shared machine (other work may run beside it)",
+        *[f"- {n}" for n in notes],
+        "",
+        "| system | rate, all | rate, the last fifth | all / tmux |",
+        "|---|---|---|---|",
+    ]
+    tmux = rate(batches["tmux new-session"])
+    for name, items in batches.items():
+        last = items[-max(1, len(items) // 5):]
+        lines.append(f"| {name} | {rate(items):.0f} per s | {rate(last):.0f} per s | "
+                     f"{rate(items) / tmux:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
 def report(result: dict, args, notes: list[str]) -> str:
     ops, errors = result["ops_ms"], result["errors"]
     bare = median(ops["bare shell"])
@@ -122,13 +184,22 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--batches", type=int, default=40)
     ap.add_argument("--per", type=int, default=50, help="execs per system per turn")
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--workload", choices=("roundtrip", "create"), default="roundtrip")
+    ap.add_argument("--create-n", type=int, default=500)
+    ap.add_argument("--create-batch", type=int, default=25)
     ap.add_argument("--out", default=str(REPO / "bench" / "results"))
     args = ap.parse_args(argv)
     binaries, notes = resolve_builds(args.ptyhub)
-    result = measure(args, binaries)
-    md = report(result, args, notes)
     # Labels only: no path of this machine goes into the results.
     shown = dict(vars(args), ptyhub=[label for label, _ in binaries], out=None)
+    if args.workload == "create":
+        result = measure_creates(args, binaries)
+        md = report_creates(result, args, notes)
+        write_results(args.out, "create", md, {"args": shown, "notes": notes, **result})
+        print(md)
+        return 0
+    result = measure(args, binaries)
+    md = report(result, args, notes)
     write_results(args.out, "compare", md, {"args": shown, "notes": notes, **result})
     print(md)
     return 0 if not any(result["errors"].values()) else 1
