@@ -353,6 +353,11 @@ fn write_meta_as(dir: &Path, meta: &TerminalMeta, durability: Durability) -> io:
         ("owner", format!("{}\n", meta.owner)),
         ("cwd", format!("{}\n", meta.cwd)),
     ] {
+        // A projection that already says it stays: reading it back costs far less than a
+        // new file and a rename (an inode made, and one let go, on every write).
+        if fs::read(dir.join(name)).is_ok_and(|old| old == text.as_bytes()) {
+            continue;
+        }
         write_file(dir, name, text.as_bytes(), Durability::Atomic)?;
     }
     Ok(())
@@ -461,4 +466,38 @@ pub fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    /// A write of the record rewrites only the projections whose text changes: the others keep
+    /// their file (the same inode), and every file says what the record says.
+    #[test]
+    fn unchanged_projections_keep_their_files() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let backend = crate::backend::fake::FakeBackend::default();
+        let mut meta = backend.host(dir.path())?.meta("n0nce");
+        write_meta(dir.path(), &meta)?;
+        let inode = |name: &str| fs::metadata(dir.path().join(name)).map(|m| m.ino());
+        let (owner, state) = (inode("owner")?, inode("state")?);
+        meta.state = TerminalState::Exited;
+        meta.cwd = "/tmp".to_owned();
+        write_meta(dir.path(), &meta)?;
+        assert_eq!(inode("owner")?, owner);
+        assert_ne!(inode("state")?, state);
+        for (name, text) in [
+            ("state", "exited\n"),
+            ("status", "exited\n"),
+            ("owner", "tester\n"),
+            ("cwd", "/tmp\n"),
+        ] {
+            assert_eq!(fs::read_to_string(dir.path().join(name))?, text, "{name}");
+        }
+        assert_eq!(read_meta(dir.path())?.cwd, "/tmp");
+        Ok(())
+    }
 }
