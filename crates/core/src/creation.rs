@@ -279,7 +279,7 @@ impl Plan {
             user: user.cloned(),
             sandbox: guest,
             protocol_claim: None,
-            rc_descriptor: launch.rc_descriptor.clone(),
+            rc_text: launch.rc_text.clone(),
         };
         if let Err(error) = backend.launch(&holder_spec).await {
             crate::stats::global().holder(backend.kind(), crate::stats::HolderEvent::Failed);

@@ -16,9 +16,10 @@
 //! uses it, so that ptyhub waits for the editor before the first command even when the first
 //! prompt mark comes long before it (a slow `PROMPT_COMMAND` or `precmd` hook).
 //! The generated files are 0600 and remove themselves once sourced; a bash started by the
-//! native holder reads its file through a descriptor instead ([`RC_DESCRIPTOR`]): the holder
-//! removes the file as soon as the shell runs, so the integration starts no process (a
-//! `rm` or a command substitution each cost a fork, a sizeable part of a shell's start).
+//! native holder gets no file at all: it reads its integration from a descriptor
+//! ([`RC_DESCRIPTOR`]) the holder fills in memory, so nothing is written to disk for it and
+//! its start runs no other process (a `rm` or a command substitution each cost a fork, a
+//! sizeable part of a shell's start).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -26,8 +27,8 @@ use std::path::{Path, PathBuf};
 /// What `sh` is sent in front of each command: it prints the `C` mark.
 const SH_MARK_CALL: &str = "__ptyhub_c;";
 
-/// The descriptor a shell started by the native holder has its integration file open as
-/// ([`ShellLaunch::rc_descriptor`]); the integration closes it once read.
+/// The descriptor a shell started by the native holder reads its integration from
+/// ([`ShellLaunch::rc_text`]); the integration closes it once read.
 pub const RC_DESCRIPTOR: i32 = 3;
 
 /// Which integration a terminal's shell got.
@@ -140,15 +141,15 @@ pub struct ShellLaunch {
     pub env: Vec<(String, String)>,
     /// Files to remove if the shell never starts (they remove themselves otherwise).
     pub files: Vec<PathBuf>,
-    /// The integration file the program must be given open as [`RC_DESCRIPTOR`] (it reads
-    /// itself from there), to be removed once the program runs; the file is one of `files`.
-    pub rc_descriptor: Option<PathBuf>,
+    /// The integration the program must be given as [`RC_DESCRIPTOR`], a file in memory (it
+    /// reads itself from there); no file is written for it.
+    pub rc_text: Option<String>,
 }
 
 /// Writes the integration files for a shell into `scratch` (a private directory) and returns
 /// how to start it. `nonce` must be letters and digits only. `by_descriptor`: whoever starts
-/// the shell gives it [`ShellLaunch::rc_descriptor`] open (the native holder does), so a bash
-/// integration reads itself through it and starts no process.
+/// the shell gives it [`ShellLaunch::rc_text`] as a descriptor (the native holder does), so a
+/// bash integration is written nowhere, reads itself through it and starts no process.
 pub fn prepare(
     program: &str,
     nonce: &str,
@@ -164,8 +165,8 @@ enum RcRead<'a> {
     /// By its path; it removes itself (the given command) and asks through a command
     /// substitution.
     Path { removal: &'a str },
-    /// Through [`RC_DESCRIPTOR`], removed by the holder: it asks through that file and closes
-    /// the descriptor, with builtins only.
+    /// Through [`RC_DESCRIPTOR`], a file in memory: it asks through that file and closes the
+    /// descriptor, with builtins only.
     Descriptor,
 }
 
@@ -194,7 +195,7 @@ fn prepare_with(
         args: Vec::new(),
         env: Vec::new(),
         files: Vec::new(),
-        rc_descriptor: None,
+        rc_text: None,
     };
     match kind {
         ShellKind::Bash => {
@@ -210,19 +211,16 @@ fn prepare_with(
                     removal: r#"builtin command rm -f -- "${BASH_SOURCE[0]}" 2>/dev/null"#,
                 }
             };
-            crate::state_dir::write_scratch(
-                scratch,
-                &file_name(&rc),
-                bash_rc(nonce, read).as_bytes(),
-            )?;
+            let text = bash_rc(nonce, read);
             let rc_arg = if by_descriptor {
-                launch.rc_descriptor = Some(rc.clone());
+                launch.rc_text = Some(text);
                 format!("/dev/fd/{RC_DESCRIPTOR}")
             } else {
+                crate::state_dir::write_scratch(scratch, &file_name(&rc), text.as_bytes())?;
+                launch.files.push(rc.clone());
                 path_string(&rc)?
             };
             launch.args = vec!["--rcfile".to_owned(), rc_arg, "-i".to_owned()];
-            launch.files.push(rc);
         }
         ShellKind::Zsh => {
             let dir = if owns_scratch {
@@ -272,8 +270,7 @@ fn path_string(path: &Path) -> io::Result<String> {
 fn bash_rc(nonce: &str, read: RcRead<'_>) -> String {
     let removal = match read {
         RcRead::Path { removal } => removal,
-        // The holder removed the file once the shell ran; bash has read it whole before it
-        // runs any of it.
+        // Nothing on disk to remove.
         RcRead::Descriptor => "",
     };
     // The first prompt mark comes before the rest of PROMPT_COMMAND and PS1, which can be
@@ -286,8 +283,9 @@ fn bash_rc(nonce: &str, read: RcRead<'_>) -> String {
   {hint}
 fi"
         ),
-        // The editor's settings are written into the integration's own file (read already,
-        // and removed) and read back, then its descriptor is closed.
+        // The editor's settings are written into the integration's own file in memory (bash
+        // has read it whole before it runs any of it) and read back, then its descriptor is
+        // closed.
         RcRead::Descriptor => format!(
             r"if [[ -o emacs || -o vi ]] && bind -v >/proc/self/fd/{RC_DESCRIPTOR} 2>/dev/null; then
   while IFS= read -r __ptyhub_l; do

@@ -52,8 +52,8 @@ async fn output_and_exit_codes_of_plain_multiline_and_heredoc_commands() {
     }
 }
 
-/// A bash terminal reads its integration through a descriptor the holder gives it: the file
-/// is gone once the shell runs, the shell keeps no descriptor of it, and the line editor's
+/// A bash terminal reads its integration from a file in memory the holder gives it: no file
+/// of it is in the runtime dir, the shell keeps no descriptor of it, and the line editor's
 /// bracketed paste was announced before the first prompt (fork-free, through that file).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bash_terminal_keeps_no_integration_file_or_descriptor() {

@@ -132,7 +132,7 @@ impl TmuxBackend {
             user: None,
             sandbox: None,
             protocol_claim: None,
-            rc_descriptor: None,
+            rc_text: None,
         };
         match self.launcher.launch(&spec).await {
             Ok(_) => {

@@ -86,7 +86,7 @@ pub(super) struct Holder {
 
 impl Holder {
     /// Opens everything and starts the program. Any error here is reported on the ready line.
-    pub(super) fn start(spec: HolderSpec) -> io::Result<Self> {
+    pub(super) fn start(mut spec: HolderSpec) -> io::Result<Self> {
         let mut meta = state_dir::read_meta(&spec.dir)?;
         let log = LogWriter::new(EventLog::open(&spec.dir, spec.event_log_keep)?);
         let signals = block_signals()?;
@@ -99,6 +99,8 @@ impl Holder {
         let joiner = meta.cgroup.as_ref().map(Joiner::open).transpose()?;
         let child = pty::spawn(&spec, slave, joiner.as_ref())?;
         drop(joiner);
+        // The program has it: not kept for the holder's life.
+        spec.rc_text = None;
         let shell = if spec.sandbox.is_some() {
             guest_shell(child)
         } else {

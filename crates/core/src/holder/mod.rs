@@ -72,10 +72,11 @@ pub struct HolderSpec {
     /// (`launch.rs`), so a test can meet a holder of a version no server speaks yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol_claim: Option<u32>,
-    /// A file the program gets open as descriptor [`crate::shell::RC_DESCRIPTOR`] (its shell
-    /// integration, which reads itself from there), removed once the program runs.
+    /// What the program gets as descriptor [`crate::shell::RC_DESCRIPTOR`], a file in memory
+    /// (its shell integration, which reads itself from there). The holder lets it go once the
+    /// program runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rc_descriptor: Option<PathBuf>,
+    pub rc_text: Option<String>,
 }
 
 /// The tmux session a control-mode holder hosts its terminal in.

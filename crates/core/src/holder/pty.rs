@@ -62,11 +62,21 @@ pub fn discard_unread_input(master: &OwnedFd) -> Option<u64> {
     crate::process::discard_unread(&slave)
 }
 
-/// Opens the integration file a program is to inherit as [`crate::shell::RC_DESCRIPTOR`], on
-/// that very descriptor if this process does not use it: then std's pipe for exec errors,
-/// made during the spawn, cannot be it (the child puts the file there just before exec).
-fn open_holding_rc_descriptor(path: &std::path::Path) -> io::Result<OwnedFd> {
-    let file = OwnedFd::from(std::fs::File::open(path)?);
+/// A file in memory holding `text`, for a program to inherit as
+/// [`crate::shell::RC_DESCRIPTOR`]: on that very descriptor if this process does not use it,
+/// so that std's pipe for exec errors, made during the spawn, cannot be it (the child puts the
+/// file there just before exec).
+fn memory_file_holding_rc_descriptor(text: &str) -> io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, memfd_create};
+    let file = memfd_create("ptyhub-integration", MemfdFlags::CLOEXEC)?;
+    let mut rest = text.as_bytes();
+    while !rest.is_empty() {
+        match rustix::io::write(&file, rest) {
+            Ok(n) => rest = &rest[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
     let lowest = rustix::io::fcntl_dupfd_cloexec(&file, crate::shell::RC_DESCRIPTOR)?;
     if std::os::fd::AsRawFd::as_raw_fd(&lowest) == crate::shell::RC_DESCRIPTOR {
         Ok(lowest)
@@ -145,12 +155,12 @@ pub fn spawn(
         Some(guest) => super::root_layer::RootLayer::of(guest)?,
         None => None,
     };
-    // The integration file the program reads itself through (`shell::RC_DESCRIPTOR`); it is
-    // removed once the program runs, so nothing is left of it whatever the program does.
+    // The integration the program reads itself through (`shell::RC_DESCRIPTOR`): in memory,
+    // so nothing is left of it on disk whatever happens.
     let rc_file = spec
-        .rc_descriptor
-        .as_ref()
-        .map(|path| open_holding_rc_descriptor(path))
+        .rc_text
+        .as_deref()
+        .map(memory_file_holding_rc_descriptor)
         .transpose()?;
     let rc_fd = rc_file.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     if let Some(user) = &spec.user {
@@ -209,10 +219,7 @@ pub fn spawn(
         });
     }
     let child = cmd.spawn()?;
-    if let Some(path) = &spec.rc_descriptor {
-        // The program runs and has the file open: it reads it from its descriptor.
-        let _ = std::fs::remove_file(path);
-    }
+    // The program has its own descriptor of it.
     drop(rc_file);
     Ok(child.id())
 }
