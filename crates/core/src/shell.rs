@@ -327,7 +327,13 @@ PROMPT_COMMAND[63]=__ptyhub_precmd
 fn zsh_rc(nonce: &str) -> String {
     format!(
         r#"# ptyhub shell integration (gone once read)
-builtin command rm -rf -- "$ZDOTDIR" 2>/dev/null
+# zsh's own rm (the zsh/files module) where it has one: no process for it.
+if zmodload -F zsh/files b:zf_rm 2>/dev/null; then
+  zf_rm -rf -- "$ZDOTDIR" 2>/dev/null
+  zmodload -u zsh/files 2>/dev/null
+else
+  builtin command rm -rf -- "$ZDOTDIR" 2>/dev/null
+fi
 unset ZDOTDIR
 [[ -r "$HOME/.zshrc" ]] && . "$HOME/.zshrc"
 __ptyhub_k='{nonce}'
