@@ -199,7 +199,6 @@ fn prepare_with(
     };
     match kind {
         ShellKind::Bash => {
-            let rc = scratch.join(format!("bashrc-{nonce}"));
             let read = if by_descriptor {
                 RcRead::Descriptor
             } else if owns_scratch {
@@ -216,6 +215,7 @@ fn prepare_with(
                 launch.rc_text = Some(text);
                 format!("/dev/fd/{RC_DESCRIPTOR}")
             } else {
+                let rc = scratch.join(format!("bashrc-{nonce}"));
                 crate::state_dir::write_scratch(scratch, &file_name(&rc), text.as_bytes())?;
                 launch.files.push(rc.clone());
                 path_string(&rc)?

@@ -550,8 +550,9 @@ impl Holder {
                     written = data.len().saturating_sub(left.saturating_sub(before));
                 }
                 let unread = if no_receipt {
-                    if written > 0 && !self.is_serve_due {
-                        // Its events and answer go with the output the bytes cause.
+                    if written > 0 {
+                        // Its events and answer go with the output the bytes cause (unless
+                        // an answer someone waits for is due: `poll_once` decides).
                         self.hold_until
                             .get_or_insert_with(|| Instant::now() + QUIET_INPUT_HOLD);
                     }

@@ -68,15 +68,10 @@ pub fn discard_unread_input(master: &OwnedFd) -> Option<u64> {
 /// file there just before exec).
 fn memory_file_holding_rc_descriptor(text: &str) -> io::Result<OwnedFd> {
     use rustix::fs::{MemfdFlags, memfd_create};
-    let file = memfd_create("ptyhub-integration", MemfdFlags::CLOEXEC)?;
-    let mut rest = text.as_bytes();
-    while !rest.is_empty() {
-        match rustix::io::write(&file, rest) {
-            Ok(n) => rest = &rest[n..],
-            Err(rustix::io::Errno::INTR) => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
+    use std::io::Write as _;
+    let mut file = std::fs::File::from(memfd_create("ptyhub-integration", MemfdFlags::CLOEXEC)?);
+    file.write_all(text.as_bytes())?;
+    let file = OwnedFd::from(file);
     let lowest = rustix::io::fcntl_dupfd_cloexec(&file, crate::shell::RC_DESCRIPTOR)?;
     if std::os::fd::AsRawFd::as_raw_fd(&lowest) == crate::shell::RC_DESCRIPTOR {
         Ok(lowest)
