@@ -127,10 +127,32 @@ struct TextRows {
     bytes: usize,
 }
 
+/// A row's text without its trailing whitespace, as `line.text().trim_end()` gives it, built
+/// from the cells before the trailing blanks only: a row that scrolls off is mostly blanks
+/// (`seq` fills 7 of 200 columns), and rendering all of them and trimming them again was
+/// most of the screen's cost under a flood of short lines.
+fn row_text(line: &avt::Line) -> String {
+    let cells = line.cells();
+    // The second cell of a wide character has no character of its own (width 0).
+    // Most cells scanned are blanks: the plain space is ruled out first.
+    let end = cells
+        .iter()
+        .rposition(|cell| {
+            let c = cell.char();
+            c != ' ' && !c.is_whitespace() && cell.width() != 0
+        })
+        .map_or(0, |last| last + 1);
+    let shown = cells[..end].iter().filter(|cell| cell.width() != 0);
+    let bytes = shown.clone().map(|cell| cell.char().len_utf8()).sum();
+    let mut text = String::with_capacity(bytes);
+    text.extend(shown.map(|cell| cell.char()));
+    text
+}
+
 impl TextRows {
-    fn push(&mut self, text: &str) {
+    fn push(&mut self, text: String) {
         self.bytes += text.len() + TEXT_ROW_OVERHEAD_BYTES;
-        self.rows.push_back(text.into());
+        self.rows.push_back(text.into_boxed_str());
         while self.rows.len() > SCROLLBACK_LINES - EMULATOR_SCROLLBACK_LINES
             || self.bytes > SCROLLBACK_TEXT_MAX_BYTES
         {
@@ -163,7 +185,7 @@ impl Observer for Evictions<'_> {
     }
 
     fn evicted(&mut self, _: &mut Observation<'_>, line: &avt::Line) {
-        self.0.push(line.text().trim_end());
+        self.0.push(row_text(line));
     }
 
     fn end(&mut self, _: &mut Observation<'_>) {}
@@ -208,12 +230,7 @@ impl Screen {
         ScreenView {
             cols,
             rows,
-            lines: self
-                .vt
-                .screen()
-                .visible_lines()
-                .map(|line| line.text().trim_end().to_owned())
-                .collect(),
+            lines: self.vt.screen().visible_lines().map(row_text).collect(),
             cursor_row: to_u16(cursor.row),
             cursor_col: to_u16(cursor.col),
             is_alternate_screen: self.vt.active_screen_kind() == avt::ScreenKind::Alternate,
@@ -258,13 +275,7 @@ impl Screen {
         }
         let from = start.saturating_sub(older_len);
         let to = end.saturating_sub(older_len);
-        page.extend(
-            screen
-                .all_lines()
-                .skip(from)
-                .take(to - from)
-                .map(|line| line.text().trim_end().to_owned()),
-        );
+        page.extend(screen.all_lines().skip(from).take(to - from).map(row_text));
         (page, total)
     }
 
@@ -280,14 +291,10 @@ impl Screen {
     /// reader of the scrollback gets of them; only their reflow on a later resize is lost.
     pub fn sleep(mut self) -> SleepingScreen {
         let (cols, rows) = self.vt.size();
-        let primary: Vec<String> = self
-            .vt
-            .primary_screen()
-            .all_lines()
-            .map(|line| line.text().trim_end().to_owned())
-            .collect();
-        for line in &primary[..primary.len().saturating_sub(rows)] {
-            self.older.push(line);
+        let primary = self.vt.primary_screen();
+        let scrolled = primary.all_lines().count().saturating_sub(rows);
+        for line in primary.all_lines().take(scrolled) {
+            self.older.push(row_text(line));
         }
         SleepingScreen {
             cols,
@@ -353,6 +360,34 @@ mod tests {
         assert_eq!(incomplete_utf8_tail(&"€".as_bytes()[..2]), 2);
         assert_eq!(incomplete_utf8_tail(&"😀".as_bytes()[..3]), 3);
         assert_eq!(incomplete_utf8_tail(b"ab\xff"), 0);
+    }
+
+    #[test]
+    fn a_rows_text_is_its_rendered_text_without_trailing_whitespace() {
+        let mut screen = Screen::new(12, 8);
+        screen.feed(
+            concat!(
+                "plain\r\n",
+                "trail   \r\n",
+                "\x1b[41m   \x1b[0m\r\n", // coloured blanks only
+                "a\tb\t\r\n",             // a tab moves the cursor; nothing is kept
+                "宽字符 x\r\n",           // wide characters and their second cells
+                "emoji 🎉\u{3000}\r\n",   // an ideographic space trims as whitespace
+                "exactly-twelve",         // fills the row, then wraps
+                "\r\n\x1b[5C\u{a0}",      // a no-break space after a cursor jump
+            )
+            .as_bytes(),
+        );
+        let rows: Vec<(String, String)> = screen
+            .vt
+            .screen()
+            .all_lines()
+            .map(|line| (row_text(line), line.text().trim_end().to_owned()))
+            .collect();
+        assert!(rows.iter().any(|(fast, _)| fast == "宽字符 x"));
+        for (fast, rendered) in rows {
+            assert_eq!(fast, rendered);
+        }
     }
 
     #[test]
