@@ -20,7 +20,8 @@ from pathlib import Path
 
 import live_client  # bench/live_client.py: the WebSocket client and the watcher process
 from common import BIG, BenchError, CLK_TCK, Env, REPO, SMALL, cpu_ticks, kill_pid, log, machine_ticks, proc_alive, proc_cmdline, read_pss, short_error, sum_pss, wait_cpu_settled
-from watchers import FANOUT_MARKER, F_SETPIPE_SZ, Watchers, check_kept, check_streams
+from watchers import (FANOUT_END_CMD, FANOUT_MARKER, F_SETPIPE_SZ, Watchers, check_kept,
+                      check_streams)
 
 
 # --------------------------------------------------------------------------------------------
@@ -351,13 +352,25 @@ class Ptyhub:
             pass
 
     # ---- workloads
-    def throughput(self, cmd: str) -> dict:
+    def throughput(self, cmd: str, watchers: int = 0) -> dict:
+        """With `watchers`, that many WebSockets (`mode=watch`, binary) follow the terminal
+        from before the producer starts; the command then ends with the fan-out marker, and
+        the time is until both the exec answered and every watcher got the marker."""
         sid = self.create(BIG)
+        streams = None
         try:
             self.wait_prompt(sid)
             holder = [m.get("holder_pid") for m in self.metas() if m.get("id") == sid]
             holder = [holder[0]] if holder and holder[0] else []
+            if watchers:
+                cmd = f"{cmd} && {FANOUT_END_CMD}"
+                streams = Watchers(self.env, dict(
+                    marker=FANOUT_MARKER, keep={}, kind="ws", unix=self.socket, n=watchers,
+                    path=f"/v2/pty/sessions/{urllib.parse.quote(sid)}/ws"
+                         f"?mode=watch&protocol=binary"))
+                streams.wait_ready()
             c0 = (cpu_ticks([self.proc.pid]), cpu_ticks(holder))
+            t0 = time.monotonic()
             secs, doc, status = self.exec(sid, cmd, truncate=True, timeout=600)
             c1 = (cpu_ticks([self.proc.pid]), cpu_ticks(holder))
             cpu = {"server": (c1[0] - c0[0]) / CLK_TCK}
@@ -369,8 +382,17 @@ class Ptyhub:
             if data.get("status") != "completed" or data.get("exit_code") != 0:
                 raise PtyhubError(f"exec `{cmd}`: status={data.get('status')!r} "
                                   f"exit_code={data.get('exit_code')!r} after {secs:.2f}s")
-            return {"seconds": secs, "output_chars": len(data.get("output") or ""), "cpu_s": cpu}
+            out = {"seconds": secs, "output_chars": len(data.get("output") or ""), "cpu_s": cpu}
+            if streams is not None:
+                seen = check_streams(streams.finish(), t0, None, same_bytes=True)
+                out.update(exec_seconds=secs, watcher_s=seen["last_watcher_s"],
+                           lagged_watchers=seen["lagged_watchers"],
+                           watcher_bytes=seen["watcher_bytes"][0],
+                           seconds=max(secs, seen["last_watcher_s"]))
+            return out
         finally:
+            if streams is not None:
+                streams.close()
             self.delete(sid)
 
     def rt_open(self):

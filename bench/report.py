@@ -99,6 +99,35 @@ def summarize(run: Run) -> tuple[dict, str]:
                             "value": speed_tmux,
                             "met": None if speed_tmux is None else speed_tmux >= 2.0})
         md.append("")
+        watched = {w: per["ptyhub_w1"] for w, per in tp.items() if per.get("ptyhub_w1")}
+        if watched:
+            n = R.get("throughput_watchers") or 1
+            md.append(f"ptyhub with {n} WebSocket watcher{'s' if n > 1 else ''} on the terminal "
+                      "(`mode=watch`, binary, connected before the producer starts; the "
+                      "command ends with a marker line): the time is until the exec answered "
+                      "and every watcher got the marker, whichever is later. With the log and "
+                      "the screen, as above.")
+            md.append("")
+            md.append("| workload | bare s | ptyhub s | ptyhub + watcher s | + watcher / bare "
+                      "| exec answered s | watcher got all s | lagged watchers |")
+            md.append("|---|---|---|---|---|---|---|---|")
+            for w, per in watched.items():
+                t = median(per["seconds"])
+                bare = median(tp[w].get("bare", {}).get("seconds", []))
+                extra = per.get("extra") or []
+                r = ratio(t, bare)
+                summary["throughput"][w]["ptyhub_watched"] = {
+                    "median_s": t, "over_bare_time": r, "rounds": extra}
+                lagged = sum(x.get("lagged_watchers") or 0 for x in extra)
+                alone = median(tp[w].get("ptyhub", {}).get("seconds", []))
+                md.append(f"| `{w}` | {fmt(bare)} | {fmt(alone)} "
+                          f"| {fmt(t)} | {fmt_ratio(r)} "
+                          f"| {fmt(median([x['exec_seconds'] for x in extra]))} "
+                          f"| {fmt(median([x['watcher_s'] for x in extra]))} | {lagged} |")
+                targets.append({"target": f"throughput `{w}` with the log, the screen and "
+                                          f"{n} watcher: ptyhub ≤ 1.1x the bare PTY's time",
+                                "value": r, "met": None if r is None else r <= 1.1})
+            md.append("")
         md.append("CPU seconds used during the timed run by the system's own processes "
                   "(medians; the producer's CPU is not included): ")
         md.append("")

@@ -20,6 +20,9 @@ from ptyhub_system import Ptyhub, PtyhubError, ensure_binary, resolve_binary
 from tmux_system import Tmux
 from watchers import FANOUT_END_CMD
 
+# The throughput workload's ptyhub run with watchers on the terminal.
+WATCHED = "ptyhub_w1"
+
 
 # --------------------------------------------------------------------------------------------
 # the benchmark
@@ -53,12 +56,18 @@ class Run:
         log(f"generating {a.cat_mb} MB mixed ANSI/UTF-8 file")
         info = generate_mixed_file(mixed, int(a.cat_mb * 1_000_000))
         self.results["throughput_file"] = info
+        self.results["throughput_watchers"] = a.throughput_watchers
         workloads = {
             f"seq 1 {a.seq_n}": f"seq 1 {a.seq_n}",
             f"cat {a.cat_mb:g} MB mixed": f"cat {shlex.quote(str(mixed))}",
         }
-        res = {w: {s: {"seconds": [], "bytes": None, "errors": 0, "cpu_s": {}}
-                   for s in self.systems} for w in workloads}
+        # "ptyhub_w1": ptyhub again with WebSocket watchers on the terminal (issue: the log,
+        # the screen and one watcher).
+        systems = list(self.systems)
+        if "ptyhub" in self.systems and a.throughput_watchers:
+            systems.append(WATCHED)
+        res = {w: {s: {"seconds": [], "bytes": None, "errors": 0, "cpu_s": {}, "extra": []}
+                   for s in systems} for w in workloads}
         self.results["throughput"] = res
         hub = None
         if "ptyhub" in self.systems:
@@ -68,12 +77,22 @@ class Run:
         drivers = {"bare": bare, "tmux": tm, "ptyhub": hub}
         for r in range(a.rounds):
             for w, cmd in workloads.items():
-                for s in self.order(r):
-                    d = drivers.get(s)
+                order = self.order(r)
+                if WATCHED in systems:
+                    # Right after ptyhub alone, so that the two meet the same machine.
+                    order.insert(order.index("ptyhub") + 1, WATCHED)
+                for s in order:
+                    d = drivers.get("ptyhub" if s == WATCHED else s)
                     if d is None:
                         continue
                     try:
-                        out = d.throughput(cmd)
+                        if s == WATCHED:
+                            out = d.throughput(cmd, watchers=a.throughput_watchers)
+                            res[w][s]["extra"].append(
+                                {k: out[k] for k in ("exec_seconds", "watcher_s",
+                                                     "lagged_watchers", "watcher_bytes")})
+                        else:
+                            out = d.throughput(cmd)
                         res[w][s]["seconds"].append(out["seconds"])
                         if out.get("bytes"):
                             res[w][s]["bytes"] = out["bytes"]
@@ -83,7 +102,8 @@ class Run:
                     except Exception as e:
                         res[w][s]["errors"] += 1
                         self.err(s, f"throughput {w}", e, r + 1)
-                        if s == "ptyhub" and hub is not None and hub.proc.poll() is not None:
+                        if (s in ("ptyhub", WATCHED) and hub is not None
+                                and hub.proc.poll() is not None):
                             self.err(s, "throughput", "ptyhub server died; restarting", r + 1)
                             hub = drivers["ptyhub"] = self.hub("throughput")
         if hub is not None:

@@ -56,6 +56,9 @@ def parse_args(argv=None):
                    help="creates per batch; the systems take turns batch by batch (25)")
     p.add_argument("--seq-n", type=int, default=3_000_000)
     p.add_argument("--cat-mb", type=float, default=100.0, help="size of the mixed file in MB")
+    p.add_argument("--throughput-watchers", type=int, default=1,
+                   help="WebSocket watchers on ptyhub's terminal in its second throughput run "
+                        "(`ptyhub_w1`; default 1, 0 for none)")
     p.add_argument("--fanout-watchers", type=int, nargs="+",
                    help="watcher counts for fanout (default 0 1 10 50 100, quick 0 1 10)")
     p.add_argument("--fanout-mb", type=float, default=10.0,
