@@ -2,8 +2,9 @@
 //! the peers (`attach`, `watch`; any number), as docs/compatibility.md#websocket states them.
 //!
 //! Output reaches connections two ways, and a connection switches between them without a gap:
-//! - **from memory**: the actor publishes every event it applies to a buffer of the newest
-//!   events (8 MiB at most) that exists only while someone is connected;
+//! - **from memory**: the actor publishes every event it applies to a buffer that holds what
+//!   some connection has not taken yet (16 MiB at most; each connection says how far it got
+//!   when it asks, and what all of them have leaves at once);
 //! - **from the event log**: a connection replaying history, or one that fell behind the
 //!   buffer (it lagged), reads the log at its own pace with a [`LogReader`].
 //!
@@ -37,10 +38,11 @@ pub use lease::{
 };
 use ptyhub_protocol::live::Presence;
 
-/// Output kept in memory for live connections (while any is connected). A connection further
-/// behind than this counts as lagging and reads the log instead; the memory is bounded in
-/// bytes whatever the size of events, and freed as events fall out.
-const LIVE_BYTES_BUFFERED: usize = 8 * 1024 * 1024;
+/// Most output kept in memory for live connections: what the slowest of them has not taken yet.
+/// A connection further behind than this counts as lagging and reads the log instead; the
+/// memory is bounded in bytes whatever the size of events. Enough for a 10 MB burst to reach
+/// a hundred watchers from memory (bench/, fan-out), which each read from the log otherwise.
+const LIVE_BYTES_BUFFERED: usize = 16 * 1024 * 1024;
 /// What an event costs in that budget besides its output bytes.
 const LIVE_EVENT_OVERHEAD: usize = 64;
 /// A frame carries at most about this much output (consecutive events are merged up to it).
@@ -203,6 +205,9 @@ impl LiveEvent {
 struct Peer {
     id: u64,
     mode: LiveMode,
+    /// The last event the connection is known to have (it reads on after it); what every
+    /// connection has leaves the buffer. Zero until it first says (a replay reads the log).
+    has_up_to: Seq,
     /// Who connected.
     by: String,
     /// Set when a newer durable relay replaces this one.
@@ -211,8 +216,8 @@ struct Peer {
 
 #[derive(Default)]
 struct HubState {
-    /// The newest events, oldest first, within [`LIVE_BYTES_BUFFERED`]; kept only while a
-    /// connection is live.
+    /// The events some live connection has not taken yet, oldest first, within
+    /// [`LIVE_BYTES_BUFFERED`].
     recent: VecDeque<LiveEvent>,
     recent_bytes: usize,
     connections: Vec<Peer>,
@@ -292,13 +297,43 @@ impl Hub {
                 state.recent_bytes -= old.cost();
             }
         }
+        Self::drop_taken(&mut state);
         drop(state);
         self.published.notify_waiters();
     }
 
+    /// Drops the events every connection has: after a burst that all of them followed the
+    /// buffer is empty again, and only a connection that is behind holds memory.
+    fn drop_taken(state: &mut HubState) {
+        let Some(floor) = state.connections.iter().map(|peer| peer.has_up_to).min() else {
+            return;
+        };
+        while state
+            .recent
+            .front()
+            .is_some_and(|oldest| oldest.seq() <= floor)
+        {
+            if let Some(old) = state.recent.pop_front() {
+                state.recent_bytes -= old.cost();
+            }
+        }
+        if state.recent.is_empty() && state.recent.capacity() > 0 {
+            state.recent = VecDeque::new();
+        }
+    }
+
+    /// Connection `id` has every event up to `seq`.
+    fn note_has(state: &mut HubState, id: u64, seq: Seq) {
+        if let Some(peer) = state.connections.iter_mut().find(|peer| peer.id == id) {
+            peer.has_up_to = peer.has_up_to.max(seq);
+        }
+        Self::drop_taken(state);
+    }
+
     /// Whether the event right after `after` was published and is no longer in memory.
-    fn has_dropped_after(&self, after: Seq) -> bool {
-        let state = self.lock();
+    fn has_dropped_after(&self, id: u64, after: Seq) -> bool {
+        let mut state = self.lock();
+        Self::note_has(&mut state, id, after);
         state
             .recent
             .front()
@@ -306,9 +341,10 @@ impl Hub {
     }
 
     /// The events after `after` in memory, about `max_bytes` of output at most (one event at
-    /// least).
-    fn recent_after(&self, after: Seq, max_bytes: usize) -> Recent {
-        let state = self.lock();
+    /// least), for connection `id`, which has every event up to `after`.
+    fn recent_after(&self, id: u64, after: Seq, max_bytes: usize) -> Recent {
+        let mut state = self.lock();
+        Self::note_has(&mut state, id, after);
         let Some(newest) = state.recent.back().map(LiveEvent::seq) else {
             return Recent::Events(Vec::new());
         };
@@ -502,6 +538,7 @@ impl TerminalHandle {
             state.connections.push(Peer {
                 id,
                 mode: options.mode,
+                has_up_to: Seq::ZERO,
                 by: options.by.clone(),
                 replaced: tell,
             });
@@ -616,7 +653,8 @@ impl Connection {
         if self.pending.is_empty()
             && matches!(self.phase, Phase::Live)
             && !self.is_replaced()
-            && let Recent::Events(events) = self.hub.recent_after(self.last, FRAME_MAX_BYTES)
+            && let Recent::Events(events) =
+                self.hub.recent_after(self.id, self.last, FRAME_MAX_BYTES)
         {
             self.take_live(events);
         }
@@ -691,7 +729,9 @@ impl Connection {
                         Ok(_) => {
                             // A reader of the log that the live stream has left behind (its
                             // next event is no longer in memory) lags like a live one.
-                            if !self.is_told_lagged && self.hub.has_dropped_after(self.last) {
+                            if !self.is_told_lagged
+                                && self.hub.has_dropped_after(self.id, self.last)
+                            {
                                 self.is_told_lagged = true;
                                 crate::stats::global().lagged();
                                 self.pending.push_back(LiveFrame::Lagged { seq: self.last });
@@ -711,7 +751,7 @@ impl Connection {
                     let published = hub.published.notified();
                     tokio::pin!(published);
                     published.as_mut().enable();
-                    match hub.recent_after(self.last, FRAME_MAX_BYTES) {
+                    match hub.recent_after(self.id, self.last, FRAME_MAX_BYTES) {
                         Recent::Events(events) if !events.is_empty() => {
                             self.take_live(events);
                             // Output that never pauses does not hold presence back.
@@ -968,34 +1008,80 @@ mod tests {
         }
     }
 
+    fn watcher(id: u64) -> Peer {
+        Peer {
+            id,
+            mode: LiveMode::Watch,
+            has_up_to: Seq::ZERO,
+            by: "1000/server".to_owned(),
+            replaced: None,
+        }
+    }
+
+    #[test]
+    fn what_every_connection_has_leaves_the_buffer() {
+        let hub = Hub::default();
+        hub.lock().connections.extend([watcher(1), watcher(2)]);
+        for seq in 1..=10 {
+            hub.publish(output(seq, 1000));
+        }
+        let Recent::Events(first) = hub.recent_after(1, Seq::ZERO, 1 << 20) else {
+            panic!("all of it is in memory");
+        };
+        assert_eq!(first.len(), 10);
+        // Connection 1 has everything; connection 2 is still at seq 4.
+        assert!(matches!(hub.recent_after(1, Seq(10), 1 << 20), Recent::Events(e) if e.is_empty()));
+        let Recent::Events(rest) = hub.recent_after(2, Seq(4), 1 << 20) else {
+            panic!("what connection 2 lacks stays in memory");
+        };
+        assert_eq!(rest.first().map(LiveEvent::seq), Some(Seq(5)));
+        assert_eq!(hub.lock().recent.len(), 6, "events 1 to 4 went");
+        assert_eq!(hub.lock().recent_bytes, 6 * (1000 + LIVE_EVENT_OVERHEAD));
+        assert!(matches!(hub.recent_after(2, Seq(10), 1 << 20), Recent::Events(e) if e.is_empty()));
+        assert!(hub.lock().recent.is_empty(), "both have all of it");
+        assert_eq!(hub.lock().recent_bytes, 0);
+        // A connection that has said nothing yet (replaying the log) holds everything.
+        hub.lock().connections.push(watcher(3));
+        hub.publish(output(11, 1000));
+        assert!(matches!(hub.recent_after(1, Seq(11), 1 << 20), Recent::Events(e) if e.is_empty()));
+        assert!(matches!(hub.recent_after(2, Seq(11), 1 << 20), Recent::Events(e) if e.is_empty()));
+        assert_eq!(hub.lock().recent.len(), 1);
+        assert!(!hub.has_dropped_after(3, Seq(10)));
+        assert!(matches!(hub.recent_after(3, Seq(11), 1 << 20), Recent::Events(e) if e.is_empty()));
+        assert!(hub.lock().recent.is_empty());
+    }
+
     #[test]
     fn the_live_buffer_is_bounded_in_bytes_and_tells_a_lagging_reader() {
+        // Asks as no connection, so what it is given leaves nothing behind: only the bound
+        // drops events here.
+        const PROBE: u64 = 99;
         let hub = Hub::default();
         hub.publish(output(1, 10));
         assert!(
-            matches!(hub.recent_after(Seq::ZERO, 1 << 20), Recent::Events(e) if e.is_empty()),
+            matches!(hub.recent_after(PROBE, Seq::ZERO, 1 << 20), Recent::Events(e) if e.is_empty()),
             "nothing is kept while nobody is connected"
         );
-        hub.lock().connections.push(Peer {
-            id: 0,
-            mode: LiveMode::Watch,
-            by: "1000/server".to_owned(),
-            replaced: None,
-        });
+        hub.lock().connections.push(watcher(0));
         for seq in 2..=200 {
             hub.publish(output(seq, 100 * 1024));
         }
         assert!(hub.lock().recent_bytes <= LIVE_BYTES_BUFFERED);
-        let Recent::Events(newest) = hub.recent_after(Seq(199), 1 << 20) else {
+        let Recent::Events(newest) = hub.recent_after(PROBE, Seq(199), 1 << 20) else {
             panic!("the newest event is in memory");
         };
         assert_eq!(
             newest.iter().map(LiveEvent::seq).collect::<Vec<_>>(),
             vec![Seq(200)]
         );
-        assert!(matches!(hub.recent_after(Seq(5), 1 << 20), Recent::Lagged));
-        assert!(matches!(hub.recent_after(Seq(200), 1 << 20), Recent::Events(e) if e.is_empty()));
-        let Recent::Events(batch) = hub.recent_after(Seq(180), 300 * 1024) else {
+        assert!(matches!(
+            hub.recent_after(PROBE, Seq(5), 1 << 20),
+            Recent::Lagged
+        ));
+        assert!(
+            matches!(hub.recent_after(PROBE, Seq(200), 1 << 20), Recent::Events(e) if e.is_empty())
+        );
+        let Recent::Events(batch) = hub.recent_after(PROBE, Seq(180), 300 * 1024) else {
             panic!("recent events are in memory");
         };
         assert_eq!(batch.len(), 3, "a batch stops near its byte budget");
