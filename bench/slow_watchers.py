@@ -225,7 +225,8 @@ def report(results: list[dict], args, notes: list[str]) -> str:
         "- RSS sampled every 50 ms from the flood's start until the server's CPU is quiet "
         "(it goes on after exec answers); *peak delta* = that peak − RSS before the flood (after "
         "the watchers connected); *per watcher* = (peak delta − the same binary's peak delta "
-        "with 0 watchers) / N (the first watcher also brings the terminal's 8 MiB live buffer, "
+        "with 0 watchers) / N (the first watcher that falls behind also brings the "
+        "terminal's live buffer (16 MiB at most, 8 before 2026-12-05), "
         "shared by all its connections); *after* = once quiet, before the watchers catch up",
         *[f"- {n}" for n in notes],
         "",
