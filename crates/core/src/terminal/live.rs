@@ -42,7 +42,7 @@ use ptyhub_protocol::live::Presence;
 /// A connection further behind than this counts as lagging and reads the log instead; the
 /// memory is bounded in bytes whatever the size of events. Enough for a 10 MB burst to reach
 /// a hundred watchers from memory (bench/, fan-out), which each read from the log otherwise.
-const LIVE_BYTES_BUFFERED: usize = 16 * 1024 * 1024;
+pub(crate) const LIVE_BYTES_BUFFERED: usize = 16 * 1024 * 1024;
 /// What an event costs in that budget besides its output bytes.
 const LIVE_EVENT_OVERHEAD: usize = 64;
 /// A frame carries at most about this much output (consecutive events are merged up to it).

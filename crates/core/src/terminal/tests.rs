@@ -440,14 +440,15 @@ async fn a_watcher_still_reading_the_log_when_it_falls_behind_is_told_too() {
     falls_behind_and_catches_up(&t, &mut watcher).await;
 }
 
-/// 12 MiB while the watcher reads nothing (more than the live buffer keeps), then the watcher
+/// 4 MiB more than the live buffer keeps while the watcher reads nothing, then the watcher
 /// reads: it is told it lagged and gets every byte once, in order.
 async fn falls_behind_and_catches_up(t: &Terminal, watcher: &mut super::live::Connection) {
     use super::live::LiveFrame;
     let mut expected = Vec::new();
     let mut last = ptyhub_protocol::event::Seq::ZERO;
-    for i in 0..192u8 {
-        let chunk = vec![b'a' + i % 26; 64 * 1024];
+    let chunks = (super::live::LIVE_BYTES_BUFFERED + 4 * 1024 * 1024) / (64 * 1024);
+    for i in 0..chunks {
+        let chunk = vec![b'a' + (i % 26) as u8; 64 * 1024];
         expected.extend_from_slice(&chunk);
         last = t.fake.output(&chunk);
     }

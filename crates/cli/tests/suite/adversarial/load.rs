@@ -336,7 +336,7 @@ async fn l4_a_watcher_that_stops_reading_costs_nothing_and_resumes_exactly() {
         "both watchers byte-exact after the stalled one read on",
         "yes",
     );
-    // docs/websocket.md's budget for a connection (~1.5 MiB) plus the 8 MiB live buffer and
+    // docs/websocket.md's budget for a connection (~1.5 MiB) plus the 16 MiB live buffer and
     // allocator slack: a connection that held what it was not sent would grow by the flood.
     assert!(
         grown < 48.0,
