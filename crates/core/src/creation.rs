@@ -250,7 +250,7 @@ impl Plan {
             retention: self.retention,
             cgroup: cgroup.clone(),
         };
-        state_dir::write_meta_unflushed(&dir, &meta).map_err(|e| {
+        state_dir::write_meta_before_holder(&dir, &meta).map_err(|e| {
             remove_cgroup();
             TerminalError::internal(format!("cannot write meta.json: {e}"))
         })?;

@@ -24,6 +24,10 @@ use serde::{Deserialize, Serialize};
 pub const EVENTS_FILE: &str = "events.jsonl";
 /// Name of the full metadata record in a terminal directory.
 pub const META_FILE: &str = "meta.json";
+/// The terminal's state as one word and a newline (a projection of `meta.json`).
+const STATE_FILE: &str = "state";
+/// The alias of [`STATE_FILE`]: a symbolic link to it.
+const STATUS_FILE: &str = "status";
 
 /// `meta.json`: the complete inspectable record of a terminal.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -338,6 +342,15 @@ pub fn write_meta_unflushed(dir: &Path, meta: &TerminalMeta) -> io::Result<()> {
     write_meta_as(dir, meta, Durability::Atomic)
 }
 
+/// The record a creation writes just before its holder starts: `meta.json` alone, unflushed.
+/// The holder's own record replaces it a few milliseconds later and brings the projections
+/// (`state`, `status`, `owner`, `cwd`), so none is made only to be replaced (each an inode
+/// made and one let go); a creation whose holder fails writes the whole record.
+pub fn write_meta_before_holder(dir: &Path, meta: &TerminalMeta) -> io::Result<()> {
+    let json = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
+    write_file(dir, META_FILE, &json, Durability::Atomic)
+}
+
 /// Flushes the `meta.json` a [`write_meta_unflushed`] wrote to disk.
 pub fn flush_meta(dir: &Path) -> io::Result<()> {
     fs::File::open(dir.join(META_FILE))?.sync_data()
@@ -346,10 +359,8 @@ pub fn flush_meta(dir: &Path) -> io::Result<()> {
 fn write_meta_as(dir: &Path, meta: &TerminalMeta, durability: Durability) -> io::Result<()> {
     let json = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
     write_file(dir, META_FILE, &json, durability)?;
-    let state = format!("{}\n", meta.state.as_str());
     for (name, text) in [
-        ("state", state.clone()),
-        ("status", state),
+        (STATE_FILE, format!("{}\n", meta.state.as_str())),
         ("owner", format!("{}\n", meta.owner)),
         ("cwd", format!("{}\n", meta.cwd)),
     ] {
@@ -360,7 +371,20 @@ fn write_meta_as(dir: &Path, meta: &TerminalMeta, durability: Durability) -> io:
         }
         write_file(dir, name, text.as_bytes(), Durability::Atomic)?;
     }
-    Ok(())
+    link_status(dir)
+}
+
+/// `status`, the alias of `state`, is a symbolic link to it, made once: a change of state
+/// replaces one file, not two. A `status` that is a file (written by an older version) is
+/// replaced by the link, atomically.
+fn link_status(dir: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(dir.join(STATUS_FILE)).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Ok(());
+    }
+    let tmp = dir.join(format!(".{STATUS_FILE}.tmp.{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(STATE_FILE, &tmp)?;
+    fs::rename(&tmp, dir.join(STATUS_FILE))
 }
 
 /// How hard a metadata write tries to survive a machine crash.
@@ -498,6 +522,52 @@ mod tests {
             assert_eq!(fs::read_to_string(dir.path().join(name))?, text, "{name}");
         }
         assert_eq!(read_meta(dir.path())?.cwd, "/tmp");
+        Ok(())
+    }
+
+    /// `status` is a link to `state`, made once; one an older version wrote as a file becomes
+    /// the link. The record written before the holder starts is `meta.json` alone.
+    #[test]
+    fn status_follows_state_through_a_link() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let backend = crate::backend::fake::FakeBackend::default();
+        let mut meta = backend.host(dir.path())?.meta("n0nce");
+        write_meta_before_holder(dir.path(), &meta)?;
+        let names = |dir: &Path| -> io::Result<Vec<String>> {
+            let mut names: Vec<String> = fs::read_dir(dir)?
+                .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
+                .collect::<io::Result<_>>()?;
+            names.sort();
+            Ok(names)
+        };
+        let projections = ["cwd", "owner", "state", "status"];
+        let listed = names(dir.path())?;
+        assert!(listed.iter().any(|name| name == "meta.json"));
+        assert!(
+            !listed
+                .iter()
+                .any(|name| projections.contains(&name.as_str()))
+        );
+        fs::write(dir.path().join("status"), "created\n")?;
+        write_meta(dir.path(), &meta)?;
+        let status = dir.path().join("status");
+        assert!(fs::symlink_metadata(&status)?.file_type().is_symlink());
+        assert_eq!(fs::read_link(&status)?, Path::new("state"));
+        let link = fs::symlink_metadata(&status)?.ino();
+        meta.state = TerminalState::Exited;
+        write_meta(dir.path(), &meta)?;
+        assert_eq!(fs::read_to_string(&status)?, "exited\n");
+        assert_eq!(fs::symlink_metadata(&status)?.ino(), link, "made once");
+        let listed = names(dir.path())?;
+        assert!(
+            projections
+                .iter()
+                .all(|p| listed.iter().any(|name| name == p))
+        );
+        assert!(
+            !listed.iter().any(|name| name.starts_with('.')),
+            "no temporary file left: {listed:?}"
+        );
         Ok(())
     }
 }
