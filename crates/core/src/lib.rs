@@ -33,12 +33,55 @@
 
 /// `eprintln!` that never panics: writes one line to stderr and ignores a failure, which
 /// `eprintln!` turns into a panic. The holder's stderr is its terminal's `holder.log`, on a
-/// disk that can be full, and a note about a problem must not become a crash.
+/// disk that can be full, and a note about a problem must not become a crash; a holder that
+/// opens that file only when it first has something to say opens it here
+/// ([`deferred_log`]).
 macro_rules! log_line {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
+        $crate::deferred_log::open();
         let _ = writeln!(std::io::stderr(), $($arg)*);
     }};
+}
+
+/// A native holder's `holder.log`, made when the holder first writes a diagnostic (or
+/// panics) rather than by every create: normally it stays empty, and a file per terminal
+/// costs a create an inode (`HolderSpec::is_log_deferred`).
+pub(crate) mod deferred_log {
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+
+    static PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+    /// Diagnostics go to `path` from the first one on; until then stderr is `/dev/null`.
+    pub(crate) fn defer_to(path: PathBuf) {
+        *PATH
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(path);
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            open();
+            report(info);
+        }));
+    }
+
+    /// Opens the deferred file as stderr, once; nothing where none is deferred (the server).
+    pub(crate) fn open() {
+        let Some(path) = PATH
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        else {
+            return;
+        };
+        if let Ok(file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        {
+            let _ = rustix::stdio::dup2_stderr(&file);
+        }
+    }
 }
 
 pub mod backend;

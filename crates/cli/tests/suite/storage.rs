@@ -147,6 +147,11 @@ async fn a_full_disk_holds_output_back_loses_nothing_and_resumes_by_itself() {
     let dir = hub
         .terminal_dir(&id)
         .unwrap_or_else(|| panic!("no directory for {id}"));
+    // A native holder makes its holder.log only when it has something to say.
+    assert!(
+        !dir.join("holder.log").exists(),
+        "an empty holder.log was made"
+    );
     let filler = agent_dir.join("filler");
     fill(&filler, 256 * 1024);
 
@@ -196,4 +201,8 @@ async fn a_full_disk_holds_output_back_loses_nothing_and_resumes_by_itself() {
     assert!(types.iter().all(|t| t != "log.repaired"), "{types:?}");
     let after = exec(&client, &id, "echo alive").await;
     assert_eq!(after["output"], "alive", "{after}");
+    // The holder said so in its own log, made when the disk refused (its first line may not
+    // have fit then).
+    let said = std::fs::read_to_string(dir.join("holder.log")).unwrap_or_default();
+    assert!(said.contains("takes appends again"), "holder.log: {said:?}");
 }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use super::{HolderSpec, ReadyLine};
+use super::{HOLDER_LOG_FILE, HolderSpec, ReadyLine};
 use crate::backend::LaunchError;
 
 /// How long a holder may take to open its PTY and start the program.
@@ -120,11 +120,17 @@ impl HolderLauncher {
 
     /// Starts a holder and waits for its ready line.
     pub async fn launch(&self, spec: &HolderSpec) -> Result<ReadyLine, LaunchError> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(spec.dir.join("holder.log"))
-            .map_err(|e| LaunchError::new(format!("cannot open holder.log: {e}")))?;
+        let log = if spec.is_log_deferred() {
+            Stdio::null()
+        } else {
+            Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(spec.dir.join(HOLDER_LOG_FILE))
+                    .map_err(|e| LaunchError::new(format!("cannot open holder.log: {e}")))?,
+            )
+        };
         let mut cmd = Command::new(&self.exe);
         // A holder outlives the server and reads its whole configuration from the spec: none
         // of the server's own variables (its token among them) stays in a holder's
@@ -139,7 +145,7 @@ impl HolderLauncher {
             .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
+            .stderr(log)
             .kill_on_drop(false);
         // No `pre_exec`: without one, std starts the holder with posix_spawn (a vfork) rather
         // than a fork, whose copy of the server's page tables grows with every terminal the
@@ -174,8 +180,8 @@ impl HolderLauncher {
                 .map_err(|e| e.to_string())?;
             serde_json::from_str::<ReadyLine>(&line).map_err(|_| {
                 format!(
-                    "holder gave no ready line (see {})",
-                    spec.dir.join("holder.log").display()
+                    "holder gave no ready line (its diagnostics, if any, are in {})",
+                    spec.dir.join(HOLDER_LOG_FILE).display()
                 )
             })
         };

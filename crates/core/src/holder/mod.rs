@@ -79,6 +79,20 @@ pub struct HolderSpec {
     pub rc_text: Option<String>,
 }
 
+/// The holder's own diagnostics in its terminal's directory (normally empty, or absent).
+pub const HOLDER_LOG_FILE: &str = "holder.log";
+
+impl HolderSpec {
+    /// Whether the holder makes its `holder.log` itself, at its first diagnostic, instead of
+    /// being started with the file as its stderr: a native holder's only child, the program,
+    /// has the terminal as its stderr, so the file would stay empty and cost the create an
+    /// inode. tmux and bwrap write to the stderr they inherit, so their terminals have the
+    /// file from the start.
+    pub fn is_log_deferred(&self) -> bool {
+        self.tmux.is_none() && self.sandbox.is_none()
+    }
+}
+
 /// The tmux session a control-mode holder hosts its terminal in.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TmuxSpec {
@@ -152,6 +166,9 @@ pub fn run() -> i32 {
 fn start_from_stdin() -> Result<HolderLoop, String> {
     let line = read_spec_line().map_err(|e| e.to_string())?;
     let spec = serde_json::from_slice::<HolderSpec>(&line).map_err(|e| e.to_string())?;
+    if spec.is_log_deferred() {
+        crate::deferred_log::defer_to(spec.dir.join(HOLDER_LOG_FILE));
+    }
     HolderLoop::start(spec).map_err(|e| e.to_string())
 }
 
