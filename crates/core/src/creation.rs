@@ -250,10 +250,6 @@ impl Plan {
             retention: self.retention,
             cgroup: cgroup.clone(),
         };
-        state_dir::write_meta_before_holder(&dir, &meta).map_err(|e| {
-            remove_cgroup();
-            TerminalError::internal(format!("cannot write meta.json: {e}"))
-        })?;
         let holder_spec = HolderSpec {
             dir: dir.clone(),
             socket,
@@ -280,6 +276,9 @@ impl Plan {
             sandbox: guest,
             protocol_claim: None,
             rc_text: launch.rc_text.clone(),
+            // The holder writes it as the first meta.json; if it cannot start, the record
+            // below says so.
+            meta: Some(Box::new(meta.clone())),
         };
         if let Err(error) = backend.launch(&holder_spec).await {
             crate::stats::global().holder(backend.kind(), crate::stats::HolderEvent::Failed);

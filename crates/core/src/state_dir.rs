@@ -333,22 +333,13 @@ pub fn write_meta(dir: &Path, meta: &TerminalMeta) -> io::Result<()> {
     write_meta_as(dir, meta, Durability::Synced)
 }
 
-/// [`write_meta`] without the flush: for the record a creation writes just before its holder
-/// starts, which the holder's own record replaces a few milliseconds later (a machine that
-/// crashes in between loses a terminal that had run nothing), and for the holder's record at
-/// its start, which it flushes ([`flush_meta`]) once it has said it is ready. Each flush on
-/// the way to a create's answer cost it 0.3 ms on an idle disk and several on a busy one.
+/// [`write_meta`] without the flush: for the holder's record at its start (the terminal's
+/// first, which its creation hands it in the spec), which it flushes ([`flush_meta`]) once it
+/// has said it is ready (a machine that crashes in between loses a terminal that had run
+/// nothing). A flush on the way to a create's answer cost it 0.3 ms on an idle disk and
+/// several on a busy one.
 pub fn write_meta_unflushed(dir: &Path, meta: &TerminalMeta) -> io::Result<()> {
     write_meta_as(dir, meta, Durability::Atomic)
-}
-
-/// The record a creation writes just before its holder starts: `meta.json` alone, unflushed.
-/// The holder's own record replaces it a few milliseconds later and brings the projections
-/// (`state`, `status`, `owner`, `cwd`), so none is made only to be replaced (each an inode
-/// made and one let go); a creation whose holder fails writes the whole record.
-pub fn write_meta_before_holder(dir: &Path, meta: &TerminalMeta) -> io::Result<()> {
-    let json = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
-    write_file(dir, META_FILE, &json, Durability::Atomic)
 }
 
 /// Flushes the `meta.json` a [`write_meta_unflushed`] wrote to disk.
@@ -526,13 +517,12 @@ mod tests {
     }
 
     /// `status` is a link to `state`, made once; one an older version wrote as a file becomes
-    /// the link. The record written before the holder starts is `meta.json` alone.
+    /// the link.
     #[test]
     fn status_follows_state_through_a_link() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let backend = crate::backend::fake::FakeBackend::default();
         let mut meta = backend.host(dir.path())?.meta("n0nce");
-        write_meta_before_holder(dir.path(), &meta)?;
         let names = |dir: &Path| -> io::Result<Vec<String>> {
             let mut names: Vec<String> = fs::read_dir(dir)?
                 .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
@@ -541,13 +531,6 @@ mod tests {
             Ok(names)
         };
         let projections = ["cwd", "owner", "state", "status"];
-        let listed = names(dir.path())?;
-        assert!(listed.iter().any(|name| name == "meta.json"));
-        assert!(
-            !listed
-                .iter()
-                .any(|name| projections.contains(&name.as_str()))
-        );
         fs::write(dir.path().join("status"), "created\n")?;
         write_meta(dir.path(), &meta)?;
         let status = dir.path().join("status");

@@ -319,7 +319,9 @@ impl Backend for FakeBackend {
             .host(&spec.dir)
             .map_err(|e| LaunchError::new(e.to_string()))
             .and_then(|host| {
-                let mut meta = crate::state_dir::read_meta(&spec.dir)
+                let mut meta = spec
+                    .clone()
+                    .take_meta()
                     .map_err(|e| LaunchError::new(e.to_string()))?;
                 meta.state = crate::state_dir::TerminalState::Running;
                 meta.holder_pid = Some(1);

@@ -133,6 +133,8 @@ impl TmuxBackend {
             sandbox: None,
             protocol_claim: None,
             rc_text: None,
+            // The terminal has its record: the holder reads it.
+            meta: None,
         };
         match self.launcher.launch(&spec).await {
             Ok(_) => {
@@ -171,8 +173,11 @@ impl Backend for TmuxBackend {
                         .unwrap_or_else(|| "no tmux".to_owned()),
                 ));
             };
-            let meta = state_dir::read_meta(&spec.dir)
-                .map_err(|e| LaunchError::new(format!("cannot read meta.json: {e}")))?;
+            let meta = match &spec.meta {
+                Some(meta) => meta.as_ref().clone(),
+                None => state_dir::read_meta(&spec.dir)
+                    .map_err(|e| LaunchError::new(format!("cannot read meta.json: {e}")))?,
+            };
             let runtime_dir = spec.socket.parent().unwrap_or_else(|| Path::new("/tmp"));
             let socket_dir = runtime_dir.join(SOCKET_DIR);
             state_dir::create_socket_dir(&socket_dir).map_err(|e| {

@@ -133,12 +133,12 @@ pub(super) struct ControlHolder {
 impl ControlHolder {
     /// Opens everything and starts (or attaches to) the tmux session. Any error here is
     /// reported on the ready line.
-    pub(super) fn start(spec: HolderSpec) -> io::Result<Self> {
+    pub(super) fn start(mut spec: HolderSpec) -> io::Result<Self> {
         let tmux = spec
             .tmux
             .clone()
             .ok_or_else(|| io::Error::other("the spec names no tmux session"))?;
-        let meta = state_dir::read_meta(&spec.dir)?;
+        let meta = spec.take_meta()?;
         let log = LogWriter::new(EventLog::open(&spec.dir, spec.event_log_keep)?);
         let signals = super::event_loop::block_signals()?;
         rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;

@@ -87,7 +87,7 @@ pub(super) struct Holder {
 impl Holder {
     /// Opens everything and starts the program. Any error here is reported on the ready line.
     pub(super) fn start(mut spec: HolderSpec) -> io::Result<Self> {
-        let mut meta = state_dir::read_meta(&spec.dir)?;
+        let mut meta = spec.take_meta()?;
         let log = LogWriter::new(EventLog::open(&spec.dir, spec.event_log_keep)?);
         let signals = block_signals()?;
         rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;

@@ -77,6 +77,22 @@ pub struct HolderSpec {
     /// program runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rc_text: Option<String>,
+    /// The terminal's record as its creation made it: the holder writes it, with its own
+    /// facts, as the terminal's first `meta.json`, so a create writes that file once. Absent
+    /// (a holder that takes over a running tmux session, or a spec of an older server): the
+    /// holder reads the `meta.json` the directory has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Box<crate::state_dir::TerminalMeta>>,
+}
+
+impl HolderSpec {
+    /// The record the terminal starts from: the spec's, else the directory's `meta.json`.
+    pub fn take_meta(&mut self) -> io::Result<crate::state_dir::TerminalMeta> {
+        match self.meta.take() {
+            Some(meta) => Ok(*meta),
+            None => crate::state_dir::read_meta(&self.dir),
+        }
+    }
 }
 
 /// The holder's own diagnostics in its terminal's directory (normally empty, or absent).
@@ -260,5 +276,40 @@ fn detach_stdio() {
     {
         let _ = rustix::stdio::dup2_stdin(&null);
         let _ = rustix::stdio::dup2_stdout(&null);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A creation's spec carries the record (the holder writes it as the first `meta.json`);
+    /// a spec without one, from an older server or a holder taking over a tmux session, has
+    /// the holder read the directory's.
+    #[test]
+    fn the_record_comes_from_the_spec_else_from_the_directory() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let backend = crate::backend::fake::FakeBackend::default();
+        let mut on_disk = backend.host(dir.path())?.meta("n0nce");
+        on_disk.cwd = "/on/disk".to_owned();
+        crate::state_dir::write_meta(dir.path(), &on_disk)?;
+        let mut given = on_disk.clone();
+        given.cwd = "/given".to_owned();
+        let spec = serde_json::json!({
+            "dir": dir.path(), "socket": dir.path().join("s"), "program": "sh", "args": [],
+            "env": [], "cwd": "/", "cols": 80, "rows": 24,
+        });
+        let mut older: HolderSpec = serde_json::from_value(spec).map_err(io::Error::other)?;
+        assert!(
+            older.meta.is_none(),
+            "a spec without the record still parses"
+        );
+        let mut spec = older.clone();
+        spec.meta = Some(Box::new(given));
+        let sent = serde_json::to_vec(&spec).map_err(io::Error::other)?;
+        let mut received: HolderSpec = serde_json::from_slice(&sent).map_err(io::Error::other)?;
+        assert_eq!(received.take_meta()?.cwd, "/given");
+        assert_eq!(older.take_meta()?.cwd, "/on/disk");
+        Ok(())
     }
 }
