@@ -537,17 +537,20 @@ mod tests {
         let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;
         let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 20, 4);
         let mut last = Seq::ZERO;
-        // Several slices' worth, so the thread needs more than one turn.
-        let line = format!("{}\r\n", "x".repeat(1000));
-        for _ in 0..(3 * SLICE_BYTES / line.len()) {
+        // One slice and a half, so the thread needs more than one turn, in a few large events
+        // of bytes the emulator passes over (NUL): the thread runs on idle CPU time only, which
+        // a busy machine leaves it little of.
+        let mut chunk = vec![0u8; 32 * 1024];
+        chunk.extend_from_slice(b"x\r\n");
+        for _ in 0..(3 * SLICE_BYTES / 2 / chunk.len() + 1) {
             last = log.append(EventKind::Output {
-                data: line.clone().into_bytes(),
+                data: chunk.clone(),
             })?;
         }
         screen.advance_to(last);
         let applied = || screen.shared.lock().applied();
         let since = Instant::now();
-        while applied() < last && since.elapsed() < Duration::from_secs(30) {
+        while applied() < last && since.elapsed() < Duration::from_secs(120) {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(applied(), last);
