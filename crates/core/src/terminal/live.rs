@@ -43,6 +43,8 @@ use ptyhub_protocol::live::Presence;
 /// memory is bounded in bytes whatever the size of events. Enough for a 10 MB burst to reach
 /// a hundred watchers from memory (bench/, fan-out), which each read from the log otherwise.
 pub(crate) const LIVE_BYTES_BUFFERED: usize = 16 * 1024 * 1024;
+/// Slots of the live buffer kept when it empties (a flood's are let go).
+const RECENT_SLOTS_KEPT: usize = 64;
 /// What an event costs in that budget besides its output bytes.
 const LIVE_EVENT_OVERHEAD: usize = 64;
 /// A frame carries at most about this much output (consecutive events are merged up to it).
@@ -317,7 +319,8 @@ impl Hub {
                 state.recent_bytes -= old.cost();
             }
         }
-        if state.recent.is_empty() && state.recent.capacity() > 0 {
+        // What a flood grew goes back; the few slots of an interactive step stay.
+        if state.recent.is_empty() && state.recent.capacity() > RECENT_SLOTS_KEPT {
             state.recent = VecDeque::new();
         }
     }
