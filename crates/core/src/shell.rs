@@ -149,7 +149,7 @@ pub struct ShellLaunch {
 /// Writes the integration files for a shell into `scratch` (a private directory) and returns
 /// how to start it. `nonce` must be letters and digits only. `by_descriptor`: whoever starts
 /// the shell gives it [`ShellLaunch::rc_text`] as a descriptor (the native holder does), so a
-/// bash integration is written nowhere, reads itself through it and starts no process.
+/// bash or sh integration is written nowhere, reads itself through it and starts no process.
 pub fn prepare(
     program: &str,
     nonce: &str,
@@ -233,6 +233,16 @@ fn prepare_with(
             launch.args = vec!["-i".to_owned()];
             launch.env.push(("ZDOTDIR".to_owned(), path_string(&dir)?));
             launch.files.push(dir);
+        }
+        ShellKind::Sh if by_descriptor => {
+            // The file in memory, as bash's: the shell opens it by its descriptor's path and
+            // the integration closes the descriptor (nothing to remove, no process for it).
+            let close = format!("exec {RC_DESCRIPTOR}<&-");
+            launch.rc_text = Some(sh_rc(nonce, &close));
+            launch.args = vec!["-i".to_owned()];
+            launch
+                .env
+                .push(("ENV".to_owned(), format!("/dev/fd/{RC_DESCRIPTOR}")));
         }
         ShellKind::Sh => {
             let rc = scratch.join(format!("shrc-{nonce}"));

@@ -103,6 +103,45 @@ async fn a_bash_terminal_keeps_no_integration_file_or_descriptor() {
     );
 }
 
+/// A POSIX sh's integration is also a file in memory it reads through its descriptor: nothing
+/// of it is in the runtime dir, the shell keeps no descriptor of it, and `ENV` is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_posix_sh_terminal_keeps_no_integration_file_or_descriptor() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "shell": "sh", "cwd": "/tmp" })).await;
+    let result = exec(&client, &id, "ls /proc/$$/fd; echo \"env=${ENV-unset}\"").await;
+    assert_eq!(result["exit_code"], 0, "{result}");
+    let output = result["output"].as_str().unwrap_or_default();
+    let words: Vec<&str> = output.split_whitespace().collect();
+    assert!(words.contains(&"0") && !words.contains(&"3"), "{output:?}");
+    assert!(words.contains(&"env=unset"), "{output:?}");
+    let mut left = Vec::new();
+    let mut dirs = vec![hub.runtime_dir().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if entry.file_name().to_string_lossy().starts_with("shrc-") {
+                left.push(path);
+            }
+        }
+    }
+    assert!(left.is_empty(), "{left:?}");
+    // The shell was started reading it from its descriptor, not from a file (whose removal
+    // took a process of its own).
+    let pid = exec(&client, &id, "echo $$").await;
+    let pid = pid["output"].as_str().unwrap_or_default().to_owned();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let env: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+    assert!(
+        env.iter().any(|var| *var == b"ENV=/dev/fd/3"),
+        "the shell's first environment: {:?}",
+        String::from_utf8_lossy(&environ)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cd_and_export_persist_and_utf8_round_trips() {
     let hub = start();
