@@ -370,6 +370,8 @@ if [[ -o zle ]] && (( ${{#zle_bracketed_paste}} )); then builtin printf '\e[?200
     )
 }
 
+/// A POSIX sh's integration. Its prompt holds the marks' bytes themselves, so that each prompt
+/// costs only the expansion of `$?` (a `$(printf …)` in it forked a subshell at every prompt).
 fn sh_rc(nonce: &str, removal: &str) -> String {
     format!(
         r#"# ptyhub shell integration (gone once read)
@@ -377,8 +379,10 @@ fn sh_rc(nonce: &str, removal: &str) -> String {
 unset ENV
 __ptyhub_k='{nonce}'
 __ptyhub_c() {{ printf '\033]133;C;k=%s\007' "$__ptyhub_k"; }}
-PS1='$(printf "\033]133;D;%s;k=%s\007\033]133;A;k=%s\007" "$?" "$__ptyhub_k" "$__ptyhub_k")$ '
-"#
+PS1='{esc}]133;D;$?;k={nonce}{bel}{esc}]133;A;k={nonce}{bel}$ '
+"#,
+        esc = '\x1b',
+        bel = '\x07',
     )
 }
 
