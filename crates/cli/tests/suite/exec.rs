@@ -67,18 +67,7 @@ async fn a_bash_terminal_keeps_no_integration_file_or_descriptor() {
         .split_whitespace()
         .collect();
     assert!(fds.contains(&"0") && !fds.contains(&"3"), "{fds:?}");
-    let mut left = Vec::new();
-    let mut dirs = vec![hub.runtime_dir().to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if entry.file_name().to_string_lossy().starts_with("bashrc-") {
-                left.push(path);
-            }
-        }
-    }
+    let left = files_under(hub.runtime_dir(), "bashrc-");
     assert!(left.is_empty(), "{left:?}");
     let events = get(
         &client,
@@ -116,18 +105,7 @@ async fn a_posix_sh_terminal_keeps_no_integration_file_or_descriptor() {
     let words: Vec<&str> = output.split_whitespace().collect();
     assert!(words.contains(&"0") && !words.contains(&"3"), "{output:?}");
     assert!(words.contains(&"env=unset"), "{output:?}");
-    let mut left = Vec::new();
-    let mut dirs = vec![hub.runtime_dir().to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if entry.file_name().to_string_lossy().starts_with("shrc-") {
-                left.push(path);
-            }
-        }
-    }
+    let left = files_under(hub.runtime_dir(), "shrc-");
     assert!(left.is_empty(), "{left:?}");
     // The shell was started reading it from its descriptor, not from a file (whose removal
     // took a process of its own).
@@ -140,6 +118,23 @@ async fn a_posix_sh_terminal_keeps_no_integration_file_or_descriptor() {
         "the shell's first environment: {:?}",
         String::from_utf8_lossy(&environ)
     );
+}
+
+/// The files under `root`, at any depth, whose name starts with `prefix`.
+fn files_under(root: &std::path::Path, prefix: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if entry.file_name().to_string_lossy().starts_with(prefix) {
+                found.push(path);
+            }
+        }
+    }
+    found
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -129,6 +129,47 @@ fn logged(dir: &Path) -> (Vec<u8>, Vec<String>) {
     (bytes, types)
 }
 
+/// What a running native terminal's directory holds (docs/storage.md): the record, its
+/// projections with `status` a link to `state`, the event log; no `holder.log` while the holder
+/// had nothing to say, and no temporary file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_directory_holds_the_record_its_projections_and_the_log() {
+    let hub = start();
+    let client = hub.local();
+    let id = create(&client, json!({ "cwd": "/tmp" })).await;
+    let done = exec(&client, &id, "echo stored").await;
+    assert_eq!(done["output"], "stored", "{done}");
+    let dir = hub
+        .terminal_dir(&id)
+        .unwrap_or_else(|| panic!("no directory for {id}"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "cwd",
+            "events.jsonl",
+            "meta.json",
+            "owner",
+            "state",
+            "status"
+        ],
+        "{}",
+        dir.display()
+    );
+    let status = dir.join("status");
+    let link = std::fs::read_link(&status).unwrap_or_else(|e| panic!("status: {e}"));
+    assert_eq!(link, Path::new("state"));
+    assert_eq!(
+        std::fs::read_to_string(&status).unwrap_or_default(),
+        "running\n"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_holds_output_back_loses_nothing_and_resumes_by_itself() {
     let hub = start();

@@ -319,10 +319,7 @@ impl Backend for FakeBackend {
             .host(&spec.dir)
             .map_err(|e| LaunchError::new(e.to_string()))
             .and_then(|host| {
-                let mut meta = spec
-                    .clone()
-                    .take_meta()
-                    .map_err(|e| LaunchError::new(e.to_string()))?;
+                let mut meta = spec.record().map_err(|e| LaunchError::new(e.to_string()))?;
                 meta.state = crate::state_dir::TerminalState::Running;
                 meta.holder_pid = Some(1);
                 meta.pid = Some(FAKE_SHELL_PID);

@@ -173,11 +173,9 @@ impl Backend for TmuxBackend {
                         .unwrap_or_else(|| "no tmux".to_owned()),
                 ));
             };
-            let meta = match &spec.meta {
-                Some(meta) => meta.as_ref().clone(),
-                None => state_dir::read_meta(&spec.dir)
-                    .map_err(|e| LaunchError::new(format!("cannot read meta.json: {e}")))?,
-            };
+            let meta = spec
+                .record()
+                .map_err(|e| LaunchError::new(format!("cannot read meta.json: {e}")))?;
             let runtime_dir = spec.socket.parent().unwrap_or_else(|| Path::new("/tmp"));
             let socket_dir = runtime_dir.join(SOCKET_DIR);
             state_dir::create_socket_dir(&socket_dir).map_err(|e| {

@@ -87,11 +87,20 @@ pub struct HolderSpec {
 
 impl HolderSpec {
     /// The record the terminal starts from: the spec's, else the directory's `meta.json`.
+    pub fn record(&self) -> io::Result<crate::state_dir::TerminalMeta> {
+        Self::record_or_file(self.meta.as_deref().cloned(), &self.dir)
+    }
+
+    /// [`Self::record`], taken out of the spec (a holder keeps its spec for its life).
     pub fn take_meta(&mut self) -> io::Result<crate::state_dir::TerminalMeta> {
-        match self.meta.take() {
-            Some(meta) => Ok(*meta),
-            None => crate::state_dir::read_meta(&self.dir),
-        }
+        Self::record_or_file(self.meta.take().map(|meta| *meta), &self.dir)
+    }
+
+    fn record_or_file(
+        record: Option<crate::state_dir::TerminalMeta>,
+        dir: &std::path::Path,
+    ) -> io::Result<crate::state_dir::TerminalMeta> {
+        record.map_or_else(|| crate::state_dir::read_meta(dir), Ok)
     }
 }
 
@@ -308,7 +317,12 @@ mod tests {
         spec.meta = Some(Box::new(given));
         let sent = serde_json::to_vec(&spec).map_err(io::Error::other)?;
         let mut received: HolderSpec = serde_json::from_slice(&sent).map_err(io::Error::other)?;
+        assert_eq!(received.record()?.cwd, "/given");
         assert_eq!(received.take_meta()?.cwd, "/given");
+        assert!(
+            received.meta.is_none(),
+            "taken, not kept for the holder's life"
+        );
         assert_eq!(older.take_meta()?.cwd, "/on/disk");
         Ok(())
     }

@@ -333,7 +333,9 @@ impl Hub {
         Self::drop_taken(state);
     }
 
-    /// Whether the event right after `after` was published and is no longer in memory.
+    /// Whether the event right after `after` was published and is no longer in memory, for
+    /// connection `id`, which has every event up to `after` (noted, as [`Self::recent_after`]
+    /// notes it).
     fn has_dropped_after(&self, id: u64, after: Seq) -> bool {
         let mut state = self.lock();
         Self::note_has(&mut state, id, after);
