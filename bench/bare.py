@@ -122,7 +122,8 @@ class Bare:
         err = None
         if m.group(1) != b"0":
             err = f"exit code {m.group(1)!r}"
-        elif not re.search(rb"(?:^|[\r\n])hi\r?\n", buf[: m.start()]):
+        # A shell without a line editor (sh) may print its prompt late, in front of the line.
+        elif not re.search(rb"(?:^|[\r\n])(?:[$#] )?hi\r?\n", buf[: m.start()]):
             err = f"no 'hi' line before the sentinel: {buf[-200:]!r}"
         return t1 - t0, err
 

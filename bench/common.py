@@ -285,6 +285,15 @@ class Env:
         self._cleanups: list[tuple[str, object]] = []
         self._seq = 0
 
+    def use_shell(self, name: str) -> None:
+        """Every system runs `name` (found on PATH) instead of bash, e.g. a POSIX `sh`; its
+        `ENV` is unset above, so it reads no rc file of the machine either."""
+        found = shutil.which(name)
+        if not found:
+            raise BenchError(f"no shell {name!r} on PATH")
+        self.bash = found
+        self.env["SHELL"] = found
+
     def name(self, prefix: str) -> str:
         self._seq += 1
         return f"{prefix}{self._seq}"

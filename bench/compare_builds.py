@@ -15,6 +15,8 @@ one write) and `GET /healthz` on the same connection (10 per batch: the HTTP flo
 part* = exec p50 − healthz p50 − the bare shell's p50, as in `run.py`. The report goes to
 bench/results/<UTC timestamp>-compare.md (and .json) unless `--out` says otherwise.
 
+`--shell sh` runs that shell instead of bash in every system (the bare one, tmux's, ptyhub's).
+
 `--workload create`: each build and tmux create `--create-n` terminals (80x24, kept until the
 end), in turns of `--create-batch`, as `run.py`'s create workload does for one build: on this
 VM's file system each run is slower than the one before, so builds are only comparable in one.
@@ -43,6 +45,8 @@ def measure(args, binaries: list[tuple[str, Path]]) -> dict:
     ops: dict[str, list[float]] = {}
     errors: dict[str, list[str]] = {}
     try:
+        if args.shell:
+            env.use_shell(args.shell)
         systems = {}  # name -> (op, close)
         bare = Bare(env)
         bare.rt_open()
@@ -154,7 +158,8 @@ def report(result: dict, args, notes: list[str]) -> str:
         "",
         f"- {args.batches} turns of {args.per} ops per system (order reversed every other "
         f"turn), {args.warmup} warm-up ops each; `echo hi` and its exit code; "
-        f"{HEALTHZ_PER_BATCH} `GET /healthz` per turn per build",
+        f"{HEALTHZ_PER_BATCH} `GET /healthz` per turn per build; every shell "
+        f"`{args.shell or 'bash'} -i`",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.release()}; "
         "a shared machine (other work may run beside it)",
         *[f"- {n}" for n in notes],
@@ -187,6 +192,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--workload", choices=("roundtrip", "create"), default="roundtrip")
     ap.add_argument("--create-n", type=int, default=500)
     ap.add_argument("--create-batch", type=int, default=25)
+    ap.add_argument("--shell", help="the shell every system runs for the round trip (default "
+                    "bash), e.g. sh")
     ap.add_argument("--out", default=str(REPO / "bench" / "results"))
     args = ap.parse_args(argv)
     binaries, notes = resolve_builds(args.ptyhub)
