@@ -17,6 +17,9 @@ bench/results/<UTC timestamp>-compare.md (and .json) unless `--out` says otherwi
 
 `--shell sh` runs that shell instead of bash in every system (the bare one, tmux's, ptyhub's).
 
+`--workload throughput`: `seq 1 3000000` and `cat` of the 100 MB mixed file (`--seq-n`,
+`--cat-mb`) on the bare PTY and each build, `--rounds` rounds (`-throughput.md`).
+
 `--workload create`: each build and tmux create `--create-n` terminals (80x24, kept until the
 end), in turns of `--create-batch`, as `run.py`'s create workload does for one build: on this
 VM's file system each run is slower than the one before, so builds are only comparable in one.
@@ -28,12 +31,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shlex
 import sys
 import time
 from pathlib import Path
 
 from bare import Bare
-from common import REPO, SMALL, Env, log, median, percentile
+from common import REPO, SMALL, Env, fmt, generate_mixed_file, log, median, percentile
 from ptyhub_system import Ptyhub, resolve_builds, write_results
 from tmux_system import Tmux
 
@@ -123,6 +127,59 @@ def measure_creates(args, binaries: list[tuple[str, Path]]) -> dict:
     return {"batches": batches, "builds": [label for label, _ in binaries]}
 
 
+def measure_throughput(args, binaries: list[tuple[str, Path]]) -> dict:
+    """`seq` and the mixed `cat` on the bare PTY and each build, round after round (the order
+    reversed every other round); the seconds and the server's and holder's CPU of each."""
+    env = Env(keep=False)
+    runs: dict[str, dict[str, list[dict]]] = {}
+    try:
+        mixed = env.data / "mixed.txt"
+        generate_mixed_file(mixed, int(args.cat_mb * 1_000_000))
+        workloads = {f"seq 1 {args.seq_n}": f"seq 1 {args.seq_n}",
+                     f"cat {args.cat_mb:g} MB mixed": f"cat {shlex.quote(str(mixed))}"}
+        systems = {"bare PTY": Bare(env).throughput}
+        for label, binary in binaries:
+            systems[label] = Ptyhub(env, binary, f"throughput-{label}").throughput
+        names = list(systems)
+        for r in range(args.rounds):
+            for workload, cmd in workloads.items():
+                for name in (names if r % 2 == 0 else names[::-1]):
+                    out = systems[name](cmd)
+                    runs.setdefault(workload, {}).setdefault(name, []).append(
+                        {"seconds": out["seconds"], "cpu_s": out.get("cpu_s") or {}})
+            log(f"round {r + 1}/{args.rounds}")
+    finally:
+        env.cleanup()
+    return {"runs": runs, "builds": [label for label, _ in binaries]}
+
+
+def report_throughput(result: dict, args, notes: list[str]) -> str:
+    lines = [
+        "# Output throughput, builds side by side",
+        "",
+        f"- {args.rounds} rounds; in each, every workload on the bare PTY and on each build "
+        "(a fresh 200x50 terminal, the timed exec as in `run.py`), the order reversed every "
+        "other round",
+        f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.release()}; "
+        "a shared machine (other work may run beside it)",
+        *[f"- {n}" for n in notes],
+        "",
+        "| workload | system | median s | / bare PTY | server CPU-s | holder CPU-s | rounds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for workload, per in result["runs"].items():
+        bare = median([run["seconds"] for run in per["bare PTY"]])
+        for name, items in per.items():
+            secs = median([run["seconds"] for run in items])
+            cpu = {k: median([run["cpu_s"].get(k) for run in items])
+                   for k in ("server", "holder")}
+            shown = ", ".join(f"{run['seconds']:.3f}" for run in items)
+            lines.append(
+                f"| `{workload}` | {name} | {secs:.3f} | {secs / bare:.2f}x | "
+                f"{fmt(cpu['server'], 2)} | {fmt(cpu['holder'], 2)} | {shown} |")
+    return "\n".join(lines) + "\n"
+
+
 def report_creates(result: dict, args, notes: list[str]) -> str:
     batches = result["batches"]
 
@@ -189,7 +246,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--batches", type=int, default=40)
     ap.add_argument("--per", type=int, default=50, help="execs per system per turn")
     ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--workload", choices=("roundtrip", "create"), default="roundtrip")
+    ap.add_argument("--workload", choices=("roundtrip", "create", "throughput"),
+                    default="roundtrip")
+    ap.add_argument("--rounds", type=int, default=8, help="throughput rounds")
+    ap.add_argument("--seq-n", type=int, default=3_000_000)
+    ap.add_argument("--cat-mb", type=float, default=100.0)
     ap.add_argument("--create-n", type=int, default=500)
     ap.add_argument("--create-batch", type=int, default=25)
     ap.add_argument("--shell", help="the shell every system runs for the round trip (default "
@@ -199,6 +260,12 @@ def main(argv: list[str]) -> int:
     binaries, notes = resolve_builds(args.ptyhub)
     # Labels only: no path of this machine goes into the results.
     shown = dict(vars(args), ptyhub=[label for label, _ in binaries], out=None)
+    if args.workload == "throughput":
+        result = measure_throughput(args, binaries)
+        md = report_throughput(result, args, notes)
+        write_results(args.out, "throughput", md, {"args": shown, "notes": notes, **result})
+        print(md)
+        return 0
     if args.workload == "create":
         result = measure_creates(args, binaries)
         md = report_creates(result, args, notes)
