@@ -392,8 +392,9 @@ pub fn check_limits(limits: &CgroupLimits) -> Result<(), TerminalError> {
 }
 
 /// Kills the processes of every terminal cgroup of the state dir at `state_dir` and removes
-/// those cgroups and the instance directories: for tests, which must leave no cgroup behind
-/// whatever their terminals did. Creates nothing.
+/// those cgroups and the instance directories, and removes the server's idle cpu cgroup
+/// ([`idle_cpu_group`]) once its screen thread is gone: for tests, which must leave no cgroup
+/// behind whatever their terminals did. Creates nothing.
 pub fn remove_all(state_dir: &Path) {
     let (Ok(mounts), Ok(own)) = (
         std::fs::read_to_string("/proc/self/mountinfo"),
@@ -410,6 +411,10 @@ pub fn remove_all(state_dir: &Path) {
             bases.push(mount.0.join(&name));
         }
     }
+    if let Some(mount) = mount_of(&mounts, Some("cpu")) {
+        let own = own_path(&own, Some("cpu")).unwrap_or_else(|| "/".to_owned());
+        remove_if_empty(&within(&mount, &own).join(idle_cpu_group_name(state_dir)));
+    }
     for base in bases {
         let Ok(children) = std::fs::read_dir(&base) else {
             continue;
@@ -423,6 +428,64 @@ pub fn remove_all(state_dir: &Path) {
         }
         let _ = std::fs::remove_dir(&base);
     }
+}
+
+/// Where the server's screen thread runs on idle CPU time alone, as [`idle_cpu_group`] made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdleCpuGroup {
+    /// The cgroup's directory.
+    pub dir: PathBuf,
+    /// The cgroup the server runs in, in the same hierarchy.
+    home: PathBuf,
+}
+
+impl IdleCpuGroup {
+    /// Moves thread `tid` of this process into the group (a v1 hierarchy takes threads one
+    /// by one).
+    pub fn join_thread(&self, tid: i32) -> std::io::Result<()> {
+        std::fs::write(self.dir.join("tasks"), tid.to_string())
+    }
+
+    /// Moves thread `tid` (if any) back to where the server runs and removes the group.
+    pub fn remove(&self, tid: Option<i32>) {
+        if let Some(tid) = tid {
+            let _ = std::fs::write(self.home.join("tasks"), tid.to_string());
+        }
+        remove_if_empty(&self.dir);
+    }
+}
+
+/// The name of the idle cpu cgroup of the server of `state_dir`, beside its instance directory.
+pub fn idle_cpu_group_name(state_dir: &Path) -> String {
+    format!("{}-screen", instance_name(state_dir))
+}
+
+/// Makes (or finds) the cgroup in which the server's screen thread runs only on CPU time
+/// nothing else wants: `<v1 cpu hierarchy>/<server's cgroup>/ptyhub-<hash>-screen` with
+/// `cpu.idle` 1 (`cpu.shares` 2, the least, on a kernel without it). A thread in a cgroup of its
+/// own leaves the scheduler group the kernel makes of the server's session (autogroup), whose
+/// weight it otherwise had whenever it was the server's only runnable thread. Only a v1 `cpu`
+/// hierarchy moves one thread of a process apart from the others; on a host whose `cpu`
+/// controller is in the v2 tree alone the thread keeps `SCHED_IDLE` and its rests
+/// (docs/backends.md#priority). Errors say why none was made.
+pub fn idle_cpu_group(state_dir: &Path) -> Result<IdleCpuGroup, String> {
+    let read = |path: &str| {
+        std::fs::read_to_string(path).map_err(|error| format!("cannot read {path}: {error}"))
+    };
+    let (mounts, own) = (read("/proc/self/mountinfo")?, read("/proc/self/cgroup")?);
+    let mount = mount_of(&mounts, Some("cpu"))
+        .ok_or_else(|| "no v1 cpu hierarchy is mounted".to_owned())?;
+    let own = own_path(&own, Some("cpu")).unwrap_or_else(|| "/".to_owned());
+    let home = within(&mount, &own);
+    let dir = home.join(idle_cpu_group_name(state_dir));
+    make_dir(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
+    let made = std::fs::write(dir.join("cpu.idle"), "1")
+        .or_else(|_| std::fs::write(dir.join("cpu.shares"), "2"));
+    if let Err(error) = made {
+        remove_if_empty(&dir);
+        return Err(format!("cannot make {} idle: {error}", dir.display()));
+    }
+    Ok(IdleCpuGroup { dir, home })
 }
 
 /// The cgroup name of a terminal instance: its id and the start of its process mark (ids are

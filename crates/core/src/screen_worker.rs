@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use ptyhub_protocol::event::{Event, EventKind, Seq};
 
+use crate::cgroup::IdleCpuGroup;
 use crate::event_log::{LogReader, TerminalLog};
 use crate::screen::{Screen, ScreenView, SleepingScreen};
 
@@ -286,6 +287,50 @@ enum Job {
     Sleep(Weak<Shared>),
 }
 
+/// The idle cpu cgroup the background thread is to run in, and the thread's id once it runs:
+/// whichever of the server and the thread comes second moves the thread.
+static IDLE_GROUP: Mutex<(Option<IdleCpuGroup>, Option<i32>)> = Mutex::new((None, None));
+
+/// Runs the background thread in `group` (the server, as it starts: a cgroup of its own takes
+/// the thread out of the server's scheduler group, [`crate::cgroup::idle_cpu_group`]).
+pub fn run_in_idle_group(group: IdleCpuGroup) -> std::io::Result<()> {
+    let mut idle = IDLE_GROUP
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let joined = match idle.1 {
+        Some(tid) => group.join_thread(tid),
+        // The thread joins it as it starts.
+        None => Ok(()),
+    };
+    idle.0 = Some(group);
+    joined
+}
+
+/// Takes the background thread out of the idle group and removes the group (the server, as it
+/// stops: a cgroup is removed only once no thread is in it).
+pub fn leave_idle_group() {
+    let mut idle = IDLE_GROUP
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(group) = idle.0.take() {
+        group.remove(idle.1);
+    }
+}
+
+/// Notes the background thread's id and moves it into the idle group if the server gave one.
+fn note_worker_thread(tid: i32) {
+    let mut idle = IDLE_GROUP
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    idle.1 = Some(tid);
+    if let Some(group) = &idle.0
+        && let Err(error) = group.join_thread(tid)
+    {
+        tracing::warn!(%error, dir = %group.dir.display(),
+            "the screen thread stays in the server's scheduler group");
+    }
+}
+
 /// The background thread's inbox.
 fn worker() -> &'static mpsc::Sender<Job> {
     static WORKER: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
@@ -298,13 +343,15 @@ fn worker() -> &'static mpsc::Sender<Job> {
                 // SAFETY: scheduling calls on this thread's own id (Linux applies both per
                 // thread): SCHED_IDLE runs it only on otherwise idle CPU time; the nice value
                 // is the fallback where SCHED_IDLE is refused.
-                unsafe {
+                let tid = unsafe {
                     let tid = libc::syscall(libc::SYS_gettid) as libc::pid_t;
                     let param = libc::sched_param { sched_priority: 0 };
                     if libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) != 0 {
                         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, WORKER_NICE);
                     }
-                }
+                    tid
+                };
+                note_worker_thread(tid);
                 run_worker(&rx);
             });
         if let Err(error) = spawned {

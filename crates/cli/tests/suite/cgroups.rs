@@ -626,3 +626,82 @@ async fn a_server_that_is_not_root_uses_the_cgroup_subtree_delegated_to_it() {
     .await;
     drop(hub);
 }
+
+/// The directory of the v1 `cpu` hierarchy's cgroup that `/proc/<pid>/task/<tid>/cgroup`
+/// names for a thread, or `None` where no v1 `cpu` hierarchy is mounted.
+fn v1_cpu_dir(pid: u32, tid: u32) -> Option<std::path::PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let point = mounts.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        let mut after = after.split(' ');
+        let is_cpu = after.next() == Some("cgroup")
+            && after.nth(1)?.split(',').any(|option| option == "cpu");
+        let fields: Vec<&str> = before.split(' ').collect();
+        (is_cpu && fields.get(3) == Some(&"/")).then(|| fields.get(4).map(|p| p.to_string()))?
+    })?;
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/cgroup")).ok()?;
+    let path = cgroups.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let controllers = fields.nth(1)?;
+        controllers
+            .split(',')
+            .any(|c| c == "cpu")
+            .then(|| fields.next().map(str::to_owned))?
+    })?;
+    Some(Path::new(&point).join(path.trim_start_matches('/')))
+}
+
+/// The id of the server's thread named `name`.
+fn thread_named(pid: u32, name: &str) -> Option<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .find(|task| {
+            std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim() == name)
+        })
+        .and_then(|task| task.file_name().to_str()?.parse().ok())
+}
+
+/// Where a v1 `cpu` hierarchy lets one thread of a process join a cgroup, the server's screen
+/// thread runs in an idle cpu cgroup of its own (so it leaves the scheduler group of the
+/// server's session, docs/backends.md#priority), its other threads stay where they were, and
+/// the server removes the cgroup as it stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_screen_thread_runs_in_an_idle_cpu_cgroup_apart_from_the_servers_other_threads() {
+    let mut hub = start();
+    let pid = hub.server_pid().unwrap_or_else(|| panic!("no server pid"));
+    let main_dir = v1_cpu_dir(pid, pid);
+    if main_dir.is_none() || !rustix::process::geteuid().is_root() {
+        report("SKIPPED the idle screen cgroup test: no v1 cpu hierarchy, or not root");
+        return;
+    }
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/" })).await;
+    exec(&client, &id, "echo on the screen").await;
+    let screen = wait_until("the screen thread", || async {
+        thread_named(pid, "ptyhub-screen")
+    })
+    .await;
+    let dir = v1_cpu_dir(pid, screen).unwrap_or_else(|| panic!("no cpu cgroup for {screen}"));
+    let name = ptyhub_core::cgroup::idle_cpu_group_name(hub.state_dir());
+    assert!(dir.ends_with(&name), "{} is not {name}", dir.display());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("cpu.idle"))
+            .unwrap_or_default()
+            .trim(),
+        "1",
+        "{}",
+        dir.display()
+    );
+    assert_eq!(v1_cpu_dir(pid, pid), main_dir, "the main thread stays");
+    let tasks = std::fs::read_to_string(dir.join("tasks")).unwrap_or_default();
+    assert_eq!(
+        tasks.lines().collect::<Vec<_>>(),
+        [screen.to_string()],
+        "only the screen thread is in {}",
+        dir.display()
+    );
+    close(&client, &id).await;
+    hub.stop_server();
+    assert!(!dir.exists(), "{} outlived its server", dir.display());
+}
