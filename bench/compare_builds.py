@@ -37,7 +37,8 @@ import time
 from pathlib import Path
 
 from bare import Bare
-from common import REPO, SMALL, Env, fmt, generate_mixed_file, log, median, percentile
+from common import (REPO, SMALL, Env, cpu_ns_and_switches, fmt, generate_mixed_file, log,
+                    median, percentile)
 from ptyhub_system import Ptyhub, resolve_builds, write_results
 from tmux_system import Tmux
 
@@ -74,15 +75,23 @@ def measure(args, binaries: list[tuple[str, Path]]) -> dict:
         for label in hubs:
             ops[f"{label} healthz"] = []
             errors[f"{label} healthz"] = []
+        # Each build's processes' CPU (µs) and context switches, summed over its execs.
+        usage = {label: {role: [0, 0] for role in hub.rt_pids()} for label, hub in hubs.items()}
         for batch in range(args.batches):
             order = names if batch % 2 == 0 else names[::-1]
             for name in order:
                 op = systems[name][0]
+                pids = hubs[name].rt_pids() if name in hubs else {}
+                before = {role: cpu_ns_and_switches(p) for role, p in pids.items()}
                 for i in range(args.per):
                     secs, error = op(batch * args.per + i)
                     ops[name].append(secs * 1000)
                     if error and len(errors[name]) < 5:
                         errors[name].append(error)
+                for role, p in pids.items():
+                    after = cpu_ns_and_switches(p)
+                    usage[name][role][0] += (after[0] - before[role][0]) / 1000
+                    usage[name][role][1] += after[1] - before[role][1]
                 if name in hubs:
                     for i in range(HEALTHZ_PER_BATCH):
                         secs, error = hubs[name].rt_trivial_op(i)
@@ -94,7 +103,11 @@ def measure(args, binaries: list[tuple[str, Path]]) -> dict:
             systems[name][1]()
     finally:
         env.cleanup()
-    return {"ops_ms": ops, "errors": errors, "builds": [label for label, _ in binaries]}
+    per_exec = {label: {role: [cpu / len(ops[label]), switches / len(ops[label])]
+                        for role, (cpu, switches) in roles.items()}
+                for label, roles in usage.items()}
+    return {"ops_ms": ops, "errors": errors, "builds": [label for label, _ in binaries],
+            "per_exec": per_exec}
 
 
 def measure_creates(args, binaries: list[tuple[str, Path]]) -> dict:
@@ -236,6 +249,12 @@ def report(result: dict, args, notes: list[str]) -> str:
         own = exec_p50 - median(ops[f"{label} healthz"]) - bare
         lines.append(f"| {label} | {exec_p50:.3f} | {own:.3f} | {exec_p50 / tmux:.2f}x | "
                      f"{exec_p50 / first:.3f} |")
+    lines += ["", "CPU per exec (µs, each process's threads, from `/proc/PID/task/*/schedstat`, "
+              "over all of its execs) and context switches per exec:", "",
+              "| build | process | CPU µs/exec | switches/exec |", "|---|---|---|---|"]
+    for label in result["builds"]:
+        for role, (cpu, switches) in result.get("per_exec", {}).get(label, {}).items():
+            lines.append(f"| {label} | {role} | {cpu:.1f} | {switches:.2f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -409,6 +409,7 @@ impl Submitted {
             Some(self.command_id),
             self.options.timeout,
             self.options.shape.output_extent(),
+            self.options.shape.is_console_included(),
         )
         .await?;
         let mut result = waited.result;

@@ -40,14 +40,16 @@ pub struct CommandWait {
 }
 
 /// Waits (at most `limit`, forever without one) until command `id` (or the running one) ends
-/// or waits for input; the result carries `extent` of a long output.
+/// or waits for input; the result carries `extent` of a long output, and the console history
+/// only `with_console` (its up to 100 records are not copied for an answer that drops them).
 pub async fn wait_command_or_input(
     handle: &TerminalHandle,
     id: Option<u64>,
     limit: Option<Duration>,
     extent: OutputExtent,
+    with_console: bool,
 ) -> Result<CommandWait, TerminalError> {
-    let ended = handle.wait_command_for(id, limit, extent);
+    let ended = handle.wait_command_as(id, limit, extent, with_console);
     tokio::pin!(ended);
     let mut seq = handle.seq();
     seq.borrow_and_update();

@@ -518,11 +518,18 @@ async fn a_command_waiting_for_input_ends_the_wait_early() {
     let t = start(&[&prompt()]);
     let id = t.handle.exec(exec("./install")).await.expect("submitted");
     let handle = &t.handle;
-    let wait = |limit| async move {
-        wait_command_or_input(handle, Some(id), Some(limit), OutputExtent::Whole)
-            .await
-            .expect("waited")
+    let wait_as = |limit, with_console| async move {
+        wait_command_or_input(
+            handle,
+            Some(id),
+            Some(limit),
+            OutputExtent::Whole,
+            with_console,
+        )
+        .await
+        .expect("waited")
     };
+    let wait = |limit| wait_as(limit, false);
     t.fake.output(
         &[
             b"./install\r\n".to_vec(),
@@ -564,6 +571,13 @@ async fn a_command_waiting_for_input_ends_the_wait_early() {
     let ended = wait(Duration::from_secs(30)).await;
     assert_eq!(ended.wait_reason, None);
     assert_eq!(ended.result.exit_code, Some(0));
+    // The console history only for a caller that asked for it.
+    assert_eq!(ended.result.console, None);
+    let with_console = wait_as(Duration::from_secs(30), true).await;
+    assert_eq!(
+        with_console.result.console.map(|records| records.len()),
+        Some(1)
+    );
 }
 
 #[tokio::test]
