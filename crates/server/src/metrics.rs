@@ -96,9 +96,13 @@ pub async fn observe_request(
     let response = next.run(request).instrument(span.clone()).await;
     let elapsed = started.elapsed();
     let status = response.status();
-    span.record("status", status.as_u16());
-    span.record("latency_ms", elapsed.as_secs_f64() * 1000.0);
-    span.in_scope(|| tracing::debug!("answered"));
+    // Only the `answered` event shows them: a span's record is formatted at once, whether
+    // anything prints it or not.
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        span.record("status", status.as_u16());
+        span.record("latency_ms", elapsed.as_secs_f64() * 1000.0);
+        span.in_scope(|| tracing::debug!("answered"));
+    }
     metrics
         .requests
         .get_or_create(&RequestLabels {
