@@ -22,6 +22,9 @@ from watchers import FANOUT_END_CMD
 
 # The throughput workload's ptyhub run with watchers on the terminal.
 WATCHED = "ptyhub_w1"
+# What the history workload's short-past terminal prints of the same file: a full screen and
+# more than the 100 lines of a scrollback page.
+HISTORY_SHORT_BYTES = 256 * 1024
 
 
 # --------------------------------------------------------------------------------------------
@@ -405,21 +408,28 @@ class Run:
         if "ptyhub" not in self.systems:
             return
         path = self.mixed_file("history", a.history_mb)
-        res = {"empty": {}, "long": {}, "errors": 0, "log_bytes": {}, "scrollback_lines": {}}
+        self.results["history_file"]["short_bytes"] = HISTORY_SHORT_BYTES
+        res = {"empty": {}, "short": {}, "long": {}, "errors": 0, "log_bytes": {},
+               "scrollback_lines": {}}
         self.results["history"] = res
         hub = self.hub("history")
         if hub is None:
             return
         try:
             ids = {}
-            for name in ("empty", "long"):
+            for name in ("empty", "short", "long"):
                 ids[name] = hub.create(BIG)
                 hub.wait_prompt(ids[name])
+            # A short past: the start of the same file, enough for a full screen and full
+            # scrollback pages, so that its answers are as big as the long terminal's.
+            hub.exec(ids["short"], f"head -c {HISTORY_SHORT_BYTES} {shlex.quote(str(path))}",
+                     truncate=True, timeout=60)
             t0 = time.perf_counter()
             hub.exec(ids["long"], f"cat {shlex.quote(str(path))}", truncate=True, timeout=600)
             log(f"history: printed {a.history_mb:g} MB in {time.perf_counter() - t0:.1f} s")
             # The screen follows the log in the background; one read makes it catch up.
-            hub.ok("GET", f"/v2/pty/sessions/{urllib.parse.quote(ids['long'])}/screen")
+            for name in ("short", "long"):
+                hub.ok("GET", f"/v2/pty/sessions/{urllib.parse.quote(ids[name])}/screen")
             time.sleep(2)
             # A wait (and an exec's answer) returns at most exec's truncated ends of a long
             # output: what does answering the command that printed it all cost?
@@ -435,8 +445,9 @@ class Run:
                 f"{res['wait_long_command_chars']} characters")
             for name, sid in ids.items():
                 res["log_bytes"][name] = hub.log_bytes(sid)
+            names = ["empty", "short", "long"]
             for i in range(a.history_ops):
-                for name in (("empty", "long") if i % 2 == 0 else ("long", "empty")):
+                for name in (names if i % 2 == 0 else names[::-1]):
                     try:
                         calls = hub.history_calls(ids[name])
                     except Exception as e:
