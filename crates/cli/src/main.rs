@@ -475,20 +475,23 @@ async fn serve(
             memory_max_bytes: args.memory_max.or(file.memory_max()?),
         },
     );
-    // Before any terminal has a screen (docs/backends.md#priority).
-    match ptyhub_core::cgroup::idle_cpu_group(&state_path).and_then(|group| {
+    // Before any terminal has a screen; held until this function returns, however it does
+    // (docs/backends.md#priority).
+    let _screen_group = match ptyhub_core::cgroup::idle_cpu_group(&state_path).and_then(|group| {
         let dir = group.dir.clone();
         ptyhub_core::screen_worker::run_in_idle_group(group)
-            .map(|()| dir)
+            .map(|membership| (membership, dir))
             .map_err(|error| error.to_string())
     }) {
-        Ok(dir) => {
-            tracing::debug!(dir = %dir.display(), "the screen thread runs in an idle cpu cgroup")
+        Ok((membership, dir)) => {
+            tracing::debug!(dir = %dir.display(), "the screen thread runs in an idle cpu cgroup");
+            Some(membership)
         }
         Err(refused) => {
-            tracing::debug!(%refused, "the screen thread runs in the server's scheduler group")
+            tracing::debug!(%refused, "the screen thread runs in the server's scheduler group");
+            None
         }
-    }
+    };
     let (launcher, note) = HolderLauncher::find().context("cannot find the ptyhub executable")?;
     if let Some(note) = note {
         tracing::warn!("{note}");
@@ -609,7 +612,6 @@ async fn serve(
     let serving = tokio::spawn(server.run(shutdown.clone()));
     shutdown.cancelled().await;
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, serving).await;
-    ptyhub_core::screen_worker::leave_idle_group();
     tracing::info!("stopped; terminals keep running");
     Ok(())
 }

@@ -411,9 +411,8 @@ pub fn remove_all(state_dir: &Path) {
             bases.push(mount.0.join(&name));
         }
     }
-    if let Some(mount) = mount_of(&mounts, Some("cpu")) {
-        let own = own_path(&own, Some("cpu")).unwrap_or_else(|| "/".to_owned());
-        remove_if_empty(&within(&mount, &own).join(idle_cpu_group_name(state_dir)));
+    if let Some(dir) = idle_cpu_group_dir(state_dir) {
+        remove_if_empty(&dir);
     }
     for base in bases {
         let Ok(children) = std::fs::read_dir(&base) else {
@@ -469,6 +468,20 @@ pub fn idle_cpu_group_name(state_dir: &Path) -> String {
 /// controller is in the v2 tree alone the thread keeps `SCHED_IDLE` and its rests
 /// (docs/backends.md#priority). Errors say why none was made.
 pub fn idle_cpu_group(state_dir: &Path) -> Result<IdleCpuGroup, String> {
+    let (home, dir) = idle_cpu_group_place(state_dir)?;
+    make_dir(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
+    let made = std::fs::write(dir.join("cpu.idle"), "1")
+        .or_else(|_| std::fs::write(dir.join("cpu.shares"), "2"));
+    if let Err(error) = made {
+        remove_if_empty(&dir);
+        return Err(format!("cannot make {} idle: {error}", dir.display()));
+    }
+    Ok(IdleCpuGroup { dir, home })
+}
+
+/// Where the idle cpu cgroup of the server of `state_dir` is (or would be): the server's own
+/// cgroup in the v1 `cpu` hierarchy, and the group's directory in it.
+fn idle_cpu_group_place(state_dir: &Path) -> Result<(PathBuf, PathBuf), String> {
     let read = |path: &str| {
         std::fs::read_to_string(path).map_err(|error| format!("cannot read {path}: {error}"))
     };
@@ -478,14 +491,13 @@ pub fn idle_cpu_group(state_dir: &Path) -> Result<IdleCpuGroup, String> {
     let own = own_path(&own, Some("cpu")).unwrap_or_else(|| "/".to_owned());
     let home = within(&mount, &own);
     let dir = home.join(idle_cpu_group_name(state_dir));
-    make_dir(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
-    let made = std::fs::write(dir.join("cpu.idle"), "1")
-        .or_else(|_| std::fs::write(dir.join("cpu.shares"), "2"));
-    if let Err(error) = made {
-        remove_if_empty(&dir);
-        return Err(format!("cannot make {} idle: {error}", dir.display()));
-    }
-    Ok(IdleCpuGroup { dir, home })
+    Ok((home, dir))
+}
+
+/// The directory of the idle cpu cgroup a server of `state_dir` started by this process
+/// would make ([`idle_cpu_group`]); `None` without a v1 `cpu` hierarchy.
+pub fn idle_cpu_group_dir(state_dir: &Path) -> Option<PathBuf> {
+    idle_cpu_group_place(state_dir).ok().map(|(_, dir)| dir)
 }
 
 /// The cgroup name of a terminal instance: its id and the start of its process mark (ids are

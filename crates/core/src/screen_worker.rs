@@ -292,8 +292,10 @@ enum Job {
 static IDLE_GROUP: Mutex<(Option<IdleCpuGroup>, Option<i32>)> = Mutex::new((None, None));
 
 /// Runs the background thread in `group` (the server, as it starts: a cgroup of its own takes
-/// the thread out of the server's scheduler group, [`crate::cgroup::idle_cpu_group`]).
-pub fn run_in_idle_group(group: IdleCpuGroup) -> std::io::Result<()> {
+/// the thread out of the server's scheduler group, [`crate::cgroup::idle_cpu_group`]) for as
+/// long as the returned membership is held; dropping it moves the thread back and removes the
+/// group (a cgroup is removed only once no thread is in it), on every way out of the server.
+pub fn run_in_idle_group(group: IdleCpuGroup) -> std::io::Result<IdleGroupMembership> {
     let mut idle = IDLE_GROUP
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -302,18 +304,28 @@ pub fn run_in_idle_group(group: IdleCpuGroup) -> std::io::Result<()> {
         // The thread joins it as it starts.
         None => Ok(()),
     };
+    if let Err(error) = joined {
+        group.remove(None);
+        return Err(error);
+    }
     idle.0 = Some(group);
-    joined
+    Ok(IdleGroupMembership { _private: () })
 }
 
-/// Takes the background thread out of the idle group and removes the group (the server, as it
-/// stops: a cgroup is removed only once no thread is in it).
-pub fn leave_idle_group() {
-    let mut idle = IDLE_GROUP
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(group) = idle.0.take() {
-        group.remove(idle.1);
+/// The background thread's place in the idle cpu cgroup ([`run_in_idle_group`]).
+#[must_use = "dropping it takes the screen thread out of the idle group at once"]
+pub struct IdleGroupMembership {
+    _private: (),
+}
+
+impl Drop for IdleGroupMembership {
+    fn drop(&mut self) {
+        let mut idle = IDLE_GROUP
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(group) = idle.0.take() {
+            group.remove(idle.1);
+        }
     }
 }
 

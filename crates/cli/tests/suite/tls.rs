@@ -24,6 +24,8 @@ impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // What a killed server cannot remove itself (its screen thread's cgroup).
+        ptyhub_core::cgroup::remove_all(&self._dir.path().join("state"));
     }
 }
 

@@ -217,6 +217,16 @@ fn a_server_in_a_pid_namespace_its_session_leader_is_outside_of_serves() {
     // unshare takes the server (its namespace's first process) with it.
     let _ = child.kill();
     let _ = child.wait();
+    // What the killed server cannot remove itself (its screen thread's cgroup), once the
+    // namespace's teardown has ended it.
+    let deadline = Instant::now() + default_timeout();
+    while let Some(group) = ptyhub_core::cgroup::idle_cpu_group_dir(&state)
+        && group.exists()
+    {
+        ptyhub_core::cgroup::remove_all(&state);
+        assert!(Instant::now() < deadline, "{} stays", group.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut stderr = String::new();
     if let Some(mut pipe) = child.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
