@@ -463,7 +463,9 @@ pub fn idle_cpu_group_name(state_dir: &Path) -> String {
 /// nothing else wants: `<v1 cpu hierarchy>/<server's cgroup>/ptyhub-<hash>-screen` with
 /// `cpu.idle` 1 (`cpu.shares` 2, the least, on a kernel without it). A thread in a cgroup of its
 /// own leaves the scheduler group the kernel makes of the server's session (autogroup), whose
-/// weight it otherwise had whenever it was the server's only runnable thread. Only a v1 `cpu`
+/// weight it otherwise had whenever it was the server's only runnable thread; `cpu.idle` makes
+/// it idle beside its siblings (everything else, for a server in the hierarchy's root; the
+/// server's own threads, under a service's cgroup, whose limits still apply). Only a v1 `cpu`
 /// hierarchy moves one thread of a process apart from the others; on a host whose `cpu`
 /// controller is in the v2 tree alone the thread keeps `SCHED_IDLE` and its rests
 /// (docs/backends.md#priority). Errors say why none was made.
