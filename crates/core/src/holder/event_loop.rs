@@ -26,6 +26,9 @@ use crate::state_dir::{self, TerminalMeta, TerminalState};
 
 /// Most bytes read from the master before the loop serves clients again (one log event).
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// The buffer a read of the master starts with: the line discipline hands a reader at most
+/// this much at a time.
+const FIRST_READ_BYTES: usize = 4096;
 /// Most chunks of output a `status` answer drains from the master first (a flood goes on in
 /// the loop; its facts mean nothing anyway).
 const STATUS_DRAIN_CHUNKS: usize = 4;
@@ -429,11 +432,15 @@ impl Holder {
             // The log refuses appends: the output stays in the PTY, holding the program back.
             return false;
         }
-        // Read into the spare capacity: no 64 KiB zeroed for the few bytes of an interactive
-        // step.
-        let mut buf = Vec::with_capacity(READ_CHUNK_BYTES);
+        // Read into the spare capacity of a buffer the size of the line discipline's (what one
+        // read gives at most), grown only while a flood fills it: an interactive step's few
+        // bytes, or a look that finds nothing, cost no 64 KiB from the heap.
+        let mut buf = Vec::with_capacity(FIRST_READ_BYTES);
         let mut is_closed = false;
         while buf.len() < READ_CHUNK_BYTES {
+            if buf.len() == buf.capacity() {
+                buf.reserve_exact(buf.capacity().min(READ_CHUNK_BYTES - buf.len()));
+            }
             match rustix::io::read(master, rustix::buffer::spare_capacity(&mut buf)) {
                 Ok(0) => {
                     is_closed = true;
