@@ -3,7 +3,8 @@
 //! keeping only what [`Sink`] acts on: printed text, C0 controls, and the first parameter of a
 //! CSI without intermediates. Printed text reaches the sink a run at a time, not a character
 //! at a time, and nothing of a string (OSC, DCS, APC) is kept; the text of a flood costs a
-//! fraction of what `vte` took for it. `tests::agrees_with_vte` feeds both the same bytes.
+//! fraction of what `vte` took for it. The test `agrees_with_vte` (plain_text.rs) feeds both
+//! the same random bytes.
 
 use super::Sink;
 
