@@ -279,23 +279,16 @@ def main(argv: list[str]) -> int:
     binaries, notes = resolve_builds(args.ptyhub)
     # Labels only: no path of this machine goes into the results.
     shown = dict(vars(args), ptyhub=[label for label, _ in binaries], out=None)
-    if args.workload == "throughput":
-        result = measure_throughput(args, binaries)
-        md = report_throughput(result, args, notes)
-        write_results(args.out, "throughput", md, {"args": shown, "notes": notes, **result})
-        print(md)
-        return 0
-    if args.workload == "create":
-        result = measure_creates(args, binaries)
-        md = report_creates(result, args, notes)
-        write_results(args.out, "create", md, {"args": shown, "notes": notes, **result})
-        print(md)
-        return 0
-    result = measure(args, binaries)
-    md = report(result, args, notes)
-    write_results(args.out, "compare", md, {"args": shown, "notes": notes, **result})
+    measure_with, report_with, kind = {
+        "roundtrip": (measure, report, "compare"),
+        "create": (measure_creates, report_creates, "create"),
+        "throughput": (measure_throughput, report_throughput, "throughput"),
+    }[args.workload]
+    result = measure_with(args, binaries)
+    md = report_with(result, args, notes)
+    write_results(args.out, kind, md, {"args": shown, "notes": notes, **result})
     print(md)
-    return 0 if not any(result["errors"].values()) else 1
+    return 1 if any((result.get("errors") or {}).values()) else 0
 
 
 if __name__ == "__main__":

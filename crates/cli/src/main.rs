@@ -477,21 +477,7 @@ async fn serve(
     );
     // Before any terminal has a screen; held until this function returns, however it does
     // (docs/backends.md#priority).
-    let _screen_group = match ptyhub_core::cgroup::idle_cpu_group(&state_path).and_then(|group| {
-        let dir = group.dir.clone();
-        ptyhub_core::screen_worker::run_in_idle_group(group)
-            .map(|membership| (membership, dir))
-            .map_err(|error| error.to_string())
-    }) {
-        Ok((membership, dir)) => {
-            tracing::debug!(dir = %dir.display(), "the screen thread runs in an idle cpu cgroup");
-            Some(membership)
-        }
-        Err(refused) => {
-            tracing::debug!(%refused, "the screen thread runs in the server's scheduler group");
-            None
-        }
-    };
+    let _screen_group = ptyhub_core::screen_worker::run_in_idle_cpu_group(&state_path);
     let (launcher, note) = HolderLauncher::find().context("cannot find the ptyhub executable")?;
     if let Some(note) = note {
         tracing::warn!("{note}");

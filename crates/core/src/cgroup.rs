@@ -430,7 +430,7 @@ pub fn remove_all(state_dir: &Path) {
 }
 
 /// Where the server's screen thread runs on idle CPU time alone, as [`idle_cpu_group`] made it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct IdleCpuGroup {
     /// The cgroup's directory.
     pub dir: PathBuf,

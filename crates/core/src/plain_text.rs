@@ -210,25 +210,11 @@ impl Sink {
 
     /// A printable character at the cursor.
     fn print(&mut self, c: char) {
-        self.wrap_if_full();
-        let len = self.line_len();
-        if self.col < len {
-            let col = self.col;
-            self.columns()[col] = c;
-        } else {
-            self.pad(self.col - len);
-            if self.is_in_columns {
-                self.columns.push(c);
-            } else {
-                self.line.push(c);
-                self.line_chars += 1;
-            }
-        }
-        self.col += 1;
+        self.print_str(c.encode_utf8(&mut [0; 4]));
     }
 
     /// Printable characters (no controls) at the cursor: appended whole while the cursor is
-    /// at or past the line's end, as `print` would one at a time.
+    /// at or past the line's end, over the line a column at a time once it went back.
     fn print_str(&mut self, mut text: &str) {
         'runs: while !text.is_empty() {
             self.wrap_if_full();

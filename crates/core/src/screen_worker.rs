@@ -21,6 +21,7 @@
 //! instead of the emulator's cells, and the next output or read wakes it (docs/memory.md).
 
 use std::collections::VecDeque;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak, mpsc};
 use std::time::{Duration, Instant};
@@ -289,30 +290,54 @@ enum Job {
 
 /// The idle cpu cgroup the background thread is to run in, and the thread's id once it runs:
 /// whichever of the server and the thread comes second moves the thread.
-static IDLE_GROUP: Mutex<(Option<IdleCpuGroup>, Option<i32>)> = Mutex::new((None, None));
-
-/// Runs the background thread in `group` (the server, as it starts: a cgroup of its own takes
-/// the thread out of the server's scheduler group, [`crate::cgroup::idle_cpu_group`]) for as
-/// long as the returned membership is held; dropping it moves the thread back and removes the
-/// group (a cgroup is removed only once no thread is in it), on every way out of the server.
-pub fn run_in_idle_group(group: IdleCpuGroup) -> std::io::Result<IdleGroupMembership> {
-    let mut idle = IDLE_GROUP
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let joined = match idle.1 {
-        Some(tid) => group.join_thread(tid),
-        // The thread joins it as it starts.
-        None => Ok(()),
-    };
-    if let Err(error) = joined {
-        group.remove(None);
-        return Err(error);
-    }
-    idle.0 = Some(group);
-    Ok(IdleGroupMembership { _private: () })
+struct IdlePlacement {
+    group: Option<IdleCpuGroup>,
+    worker_tid: Option<i32>,
 }
 
-/// The background thread's place in the idle cpu cgroup ([`run_in_idle_group`]).
+static IDLE_PLACEMENT: Mutex<IdlePlacement> = Mutex::new(IdlePlacement {
+    group: None,
+    worker_tid: None,
+});
+
+fn idle_placement() -> MutexGuard<'static, IdlePlacement> {
+    IDLE_PLACEMENT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs the background thread in an idle cpu cgroup of the server of `state_dir`
+/// ([`crate::cgroup::idle_cpu_group`]: a cgroup of its own takes it out of the server's
+/// scheduler group) for as long as the returned membership is held; dropping it moves the
+/// thread back and removes the group, on every way out of the server. `None`, said at debug
+/// level, where the host allows no such group. Best called before any terminal has a screen.
+pub fn run_in_idle_cpu_group(state_dir: &Path) -> Option<IdleGroupMembership> {
+    let joined = crate::cgroup::idle_cpu_group(state_dir).and_then(|group| {
+        let mut placement = idle_placement();
+        // Without the thread yet, it joins the group as it starts.
+        if let Some(tid) = placement.worker_tid
+            && let Err(error) = group.join_thread(tid)
+        {
+            group.remove(None);
+            return Err(error.to_string());
+        }
+        let dir = group.dir.clone();
+        placement.group = Some(group);
+        Ok(dir)
+    });
+    match joined {
+        Ok(dir) => {
+            tracing::debug!(dir = %dir.display(), "the screen thread runs in an idle cpu cgroup");
+            Some(IdleGroupMembership { _private: () })
+        }
+        Err(refused) => {
+            tracing::debug!(%refused, "the screen thread runs in the server's scheduler group");
+            None
+        }
+    }
+}
+
+/// The background thread's place in the idle cpu cgroup ([`run_in_idle_cpu_group`]).
 #[must_use = "dropping it takes the screen thread out of the idle group at once"]
 pub struct IdleGroupMembership {
     _private: (),
@@ -320,22 +345,18 @@ pub struct IdleGroupMembership {
 
 impl Drop for IdleGroupMembership {
     fn drop(&mut self) {
-        let mut idle = IDLE_GROUP
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(group) = idle.0.take() {
-            group.remove(idle.1);
+        let mut placement = idle_placement();
+        if let Some(group) = placement.group.take() {
+            group.remove(placement.worker_tid);
         }
     }
 }
 
 /// Notes the background thread's id and moves it into the idle group if the server gave one.
 fn note_worker_thread(tid: i32) {
-    let mut idle = IDLE_GROUP
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    idle.1 = Some(tid);
-    if let Some(group) = &idle.0
+    let mut placement = idle_placement();
+    placement.worker_tid = Some(tid);
+    if let Some(group) = &placement.group
         && let Err(error) = group.join_thread(tid)
     {
         tracing::warn!(%error, dir = %group.dir.display(),

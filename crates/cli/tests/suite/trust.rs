@@ -73,6 +73,10 @@ async fn a_second_server_takes_neither_the_state_dir_nor_the_socket() {
         stderr.contains("another ptyhub server answers on"),
         "{stderr}"
     );
+    // It refused after making its screen thread's cgroup, and took that with it.
+    if let Some(group) = ptyhub_core::cgroup::idle_cpu_group_dir(Path::new(&own_state)) {
+        assert!(!group.exists(), "{} outlived its server", group.display());
+    }
 
     // The first server still has both.
     let listed = hub.cli(&["terminal", "list"]);

@@ -40,7 +40,8 @@ use serde::{Deserialize, Serialize};
 /// (never on its command line, which other processes can read).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct HolderSpec {
-    /// The terminal directory (with `meta.json`, written by the server, state `created`).
+    /// The terminal directory (its `meta.json` is [`Self::meta`] when the spec has one, else
+    /// the one the directory holds).
     pub dir: PathBuf,
     pub socket: PathBuf,
     pub program: String,
@@ -85,6 +86,9 @@ pub struct HolderSpec {
     pub meta: Option<Box<crate::state_dir::TerminalMeta>>,
 }
 
+/// The holder's own diagnostics in its terminal's directory (normally empty, or absent).
+pub const HOLDER_LOG_FILE: &str = "holder.log";
+
 impl HolderSpec {
     /// The record the terminal starts from: the spec's, else the directory's `meta.json`.
     pub fn record(&self) -> io::Result<crate::state_dir::TerminalMeta> {
@@ -102,12 +106,7 @@ impl HolderSpec {
     ) -> io::Result<crate::state_dir::TerminalMeta> {
         record.map_or_else(|| crate::state_dir::read_meta(dir), Ok)
     }
-}
 
-/// The holder's own diagnostics in its terminal's directory (normally empty, or absent).
-pub const HOLDER_LOG_FILE: &str = "holder.log";
-
-impl HolderSpec {
     /// Whether the holder makes its `holder.log` itself, at its first diagnostic, instead of
     /// being started with the file as its stderr: a native holder's only child, the program,
     /// has the terminal as its stderr, so the file would stay empty and cost the create an
