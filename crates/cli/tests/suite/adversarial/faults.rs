@@ -344,15 +344,24 @@ async fn f10_resize_races_end_at_the_last_size_with_sigwinch_delivered() {
         )
         .await;
         assert_eq!(answer.status, 200, "{}", answer.body);
-        wait_until("the program counted the change", || async {
+        let deadline = Instant::now() + default_timeout();
+        loop {
             let n: usize = std::fs::read_to_string(&counter)
                 .unwrap_or_default()
                 .trim()
                 .parse()
                 .unwrap_or(0);
-            (n >= i).then_some(())
-        })
-        .await;
+            if n >= i {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the program counted {n} of {i} size changes; its processes (tpgid is the \
+                 terminal's foreground group):\n{}",
+                signal_facts(&counter.display().to_string())
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
     }
     figure(
         "F10",
@@ -360,6 +369,33 @@ async fn f10_resize_races_end_at_the_last_size_with_sigwinch_delivered() {
         format!("{changes} / {changes}"),
     );
     close(&client, &id).await;
+}
+
+/// Each process whose arguments name `needle`: its groups, the terminal's foreground group,
+/// state, wait channel and signal masks (what a lost signal leaves to read).
+fn signal_facts(needle: &str) -> String {
+    let table = std::process::Command::new("ps")
+        .args(["-eo", "pid,ppid,pgid,sid,tpgid,stat,wchan:24,args"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_else(|e| format!("ps: {e}"));
+    let mut facts = String::new();
+    for line in table.lines().filter(|l| l.contains(needle)) {
+        facts.push_str(line);
+        facts.push('\n');
+        let pid = line.split_whitespace().next().unwrap_or("0");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        for field in status.lines().filter(|l| {
+            ["SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"]
+                .iter()
+                .any(|k| l.starts_with(k))
+        }) {
+            facts.push_str("    ");
+            facts.push_str(field);
+            facts.push('\n');
+        }
+    }
+    facts
 }
 
 /// F1: the server is killed with `kill -9` again and again while a terminal prints at full
