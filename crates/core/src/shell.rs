@@ -315,20 +315,33 @@ __ptyhub_k='{nonce}'
 __ptyhub_r=0
 __ptyhub_a=0
 __ptyhub_ps0='\e]133;C;k={nonce}\a${{__ptyhub_nil[__ptyhub_r=1,__ptyhub_a=0]-}}'
+__ptyhub_o=0
+# Called first (index 0) and again as the backup (index 63, with an argument), which has
+# nothing left to do when the first ran. PS0 sets r and clears a together, so a command's end
+# mark and the next prompt's go out in one write.
 __ptyhub_precmd() {{
-  local ec=$? marks=
-  if (( __ptyhub_r )); then __ptyhub_r=0; marks="\e]133;D;$ec;k=$__ptyhub_k\a"; fi
-  if (( ! __ptyhub_a )); then __ptyhub_a=1; marks+="\e]133;A;k=$__ptyhub_k\a"; fi
-  [[ -n $marks ]] && builtin printf "$marks"  # one write for both marks
-  case $PS0 in *__ptyhub_r=1*) ;; *) PS0="${{PS0}}${{__ptyhub_ps0}}" ;; esac
-  [[ ${{PROMPT_COMMAND[63]}} == __ptyhub_precmd ]] || PROMPT_COMMAND[63]=__ptyhub_precmd
+  local ec=$?
+  if [[ -n $1 ]]; then
+    (( __ptyhub_o )) && {{ __ptyhub_o=0; return $ec; }}
+  else
+    __ptyhub_o=1
+  fi
+  if (( __ptyhub_r )); then
+    __ptyhub_r=0 __ptyhub_a=1
+    builtin printf '\e]133;D;%s;k=%s\a\e]133;A;k=%s\a' "$ec" "$__ptyhub_k" "$__ptyhub_k"
+  elif (( ! __ptyhub_a )); then
+    __ptyhub_a=1
+    builtin printf '\e]133;A;k=%s\a' "$__ptyhub_k"
+  fi
+  [[ $PS0 == *__ptyhub_r=1* ]] || PS0+=$__ptyhub_ps0
+  [[ ${{PROMPT_COMMAND[63]}} == '__ptyhub_precmd 63' ]] || PROMPT_COMMAND[63]='__ptyhub_precmd 63'
   return $ec
 }}
 PS0="${{PS0}}${{__ptyhub_ps0}}"
 # Pasted commands are echoed once, not highlighted and redrawn.
 bind 'set enable-active-region off' 2>/dev/null
 PROMPT_COMMAND=(__ptyhub_precmd "${{PROMPT_COMMAND[@]}}")
-PROMPT_COMMAND[63]=__ptyhub_precmd
+PROMPT_COMMAND[63]='__ptyhub_precmd 63'
 {editor_hint}
 "#
     )
