@@ -3,7 +3,7 @@
 //! in both holder loops (the PTY one and the tmux control-mode one): `hello`, `subscribe`,
 //! `note`, and the `pty.input` event of an `input`. What the other requests do is each loop's.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 
 use ptyhub_protocol::event::{CommandNote, EventKind, InputEvent, InputSource, Seq};
@@ -131,41 +131,52 @@ pub(super) fn accept(listener: &UnixListener, clients: &mut Vec<Client>) {
     }
 }
 
+/// What a read of a subscriber's socket takes at least room for: a request line is mostly
+/// far smaller, and a longer one (typed input) takes a few reads.
+const CLIENT_READ_BYTES: usize = 4096;
+
 /// Reads what the client sent and returns its complete request lines; a line longer than the
-/// protocol allows ends the client.
+/// protocol allows ends the client. The bytes go straight into the client's inbox (no buffer
+/// of its own to zero and copy from), which is let go once it holds no partial line.
 pub(super) fn read_lines(client: &mut Client) -> Vec<Vec<u8>> {
-    let mut buf = vec![0u8; 64 * 1024];
     loop {
-        match client.stream.read(&mut buf) {
+        client.inbox.reserve(CLIENT_READ_BYTES);
+        match rustix::io::read(
+            &client.stream,
+            rustix::buffer::spare_capacity(&mut client.inbox),
+        ) {
             Ok(0) => {
                 client.is_dead = true;
                 break;
             }
-            Ok(n) => client.inbox.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => break,
             Err(_) => {
                 client.is_dead = true;
                 break;
             }
         }
     }
-    let inbox = std::mem::take(&mut client.inbox);
     let mut consumed = 0;
     let mut lines = Vec::new();
-    for line in inbox.split_inclusive(|&b| b == b'\n') {
+    for line in client.inbox.split_inclusive(|&b| b == b'\n') {
         if line.last() != Some(&b'\n') {
             break;
         }
         consumed += line.len();
         lines.push(line.to_vec());
     }
-    client.inbox = inbox[consumed..].to_vec();
+    if consumed == client.inbox.len() {
+        client.inbox = Vec::new();
+    } else {
+        client.inbox.drain(..consumed);
+    }
     if client.inbox.len() > HOLDER_LINE_MAX_BYTES {
         client.send_message(&HolderMessage::Error {
             message: "request line too long".to_owned(),
         });
-        client.inbox.clear();
+        client.inbox = Vec::new();
         client.is_dead = true;
     }
     lines
@@ -238,5 +249,80 @@ pub(super) fn announce_storage(clients: &mut [Client], log: &mut LogWriter) {
         for client in clients.iter_mut().filter(|c| c.cursor.is_some()) {
             client.send_message(&message);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client_pair() -> (Client, UnixStream) {
+        let (ours, theirs) = UnixStream::pair().unwrap_or_else(|e| panic!("pair: {e}"));
+        ours.set_nonblocking(true)
+            .unwrap_or_else(|e| panic!("nonblocking: {e}"));
+        let client = Client {
+            stream: ours,
+            inbox: Vec::new(),
+            outbox: Vec::new(),
+            sent: 0,
+            cursor: None,
+            is_dead: false,
+        };
+        (client, theirs)
+    }
+
+    #[test]
+    fn whole_lines_are_returned_and_a_partial_one_waits_for_its_end() {
+        let (mut client, mut peer) = client_pair();
+        peer.write_all(b"{\"a\":1}\n{\"b\":2}\n{\"c\"")
+            .unwrap_or_else(|e| panic!("write: {e}"));
+        let lines = read_lines(&mut client);
+        assert_eq!(
+            lines,
+            vec![b"{\"a\":1}\n".to_vec(), b"{\"b\":2}\n".to_vec()]
+        );
+        assert!(!client.is_dead);
+        assert_eq!(read_lines(&mut client), Vec::<Vec<u8>>::new());
+        // A line longer than one read's room arrives whole.
+        let long = vec![b'x'; 3 * CLIENT_READ_BYTES + 17];
+        peer.write_all(b":3}\n")
+            .unwrap_or_else(|e| panic!("write: {e}"));
+        peer.write_all(&long)
+            .unwrap_or_else(|e| panic!("write: {e}"));
+        peer.write_all(b"\n")
+            .unwrap_or_else(|e| panic!("write: {e}"));
+        let lines = read_lines(&mut client);
+        assert_eq!(lines.len(), 2, "{:?}", lines.first());
+        assert_eq!(lines[0], b"{\"c\":3}\n".to_vec());
+        assert_eq!(lines[1].len(), long.len() + 1);
+        assert!(client.inbox.is_empty() && client.inbox.capacity() == 0);
+        drop(peer);
+        assert!(read_lines(&mut client).is_empty());
+        assert!(client.is_dead, "the peer's close ends the client");
+    }
+
+    #[test]
+    fn a_line_longer_than_the_protocol_allows_ends_the_client() {
+        let (mut client, peer) = client_pair();
+        let writer = std::thread::spawn(move || {
+            let mut peer = peer;
+            let chunk = vec![b'x'; 64 * 1024];
+            let mut sent = 0;
+            while sent <= HOLDER_LINE_MAX_BYTES {
+                if peer.write_all(&chunk).is_err() {
+                    break;
+                }
+                sent += chunk.len();
+            }
+        });
+        while !client.is_dead {
+            assert!(read_lines(&mut client).is_empty());
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(client.inbox.is_empty());
+        let error = String::from_utf8_lossy(&client.outbox).into_owned();
+        assert!(error.contains("request line too long"), "{error}");
+        drop(client);
+        writer.join().unwrap_or_else(|_| panic!("writer panicked"));
     }
 }
