@@ -1,9 +1,9 @@
 //! exec: output without echo or prompt, exit codes, the shapes of commands agents send, the
 //! timeouts that press ^C, BUSY, truncation.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::{create, exec, exec_raw, get, post, start};
+use super::{close, create, exec, exec_raw, get, post, start};
 use ptyhub_test_support::{data, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -712,4 +712,55 @@ async fn a_shell_whose_start_hangs_is_reported_not_waited_for() {
             .is_some_and(|o| o.contains("waiting for the lock")),
         "{sent}"
     );
+}
+
+/// An exec's `command.note` comes before the input that types the command, which comes
+/// before the command's output, and it names the directory the command started in, even when
+/// the command itself moves at once (the holder reads it before it types the command).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execs_note_precedes_its_input_and_output_and_names_where_it_started() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "shell": "bash", "cwd": "/tmp" })).await;
+    for round in 0..20 {
+        let command = format!("cd / && echo moved-{round}-$((6*7))");
+        let path = |after: &Value| format!("/v2/pty/sessions/{id}/events?after_seq={after}");
+        let before = data(&get(&client, &path(&json!(0))).await)["last_seq"].clone();
+        let result = exec(&client, &id, &command).await;
+        assert_eq!(result["exit_code"], 0, "{result}");
+        let events = get(&client, &path(&before)).await;
+        let events: Vec<Value> = data(&events)["events"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let note = events
+            .iter()
+            .position(|e| e["type"] == "command.note" && e["command"] == command.as_str())
+            .unwrap_or_else(|| panic!("no note for {command:?}"));
+        assert_eq!(
+            events[note]["cwd"], "/tmp",
+            "where the command started: {}",
+            events[note]
+        );
+        let input = events
+            .iter()
+            .skip(note + 1)
+            .position(|e| e["type"] == "pty.input")
+            .map(|at| at + note + 1)
+            .unwrap_or_else(|| panic!("no input after the note: {events:?}"));
+        let output = events.iter().skip(input + 1).position(|e| {
+            e["type"] == "pty.output"
+                && e["data_b64"].as_str().is_some_and(|b64| {
+                    use base64::Engine as _;
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(b64)
+                        .unwrap_or_default();
+                    String::from_utf8_lossy(&bytes).contains(&format!("moved-{round}-42"))
+                })
+        });
+        assert!(output.is_some(), "the output follows the input: {events:?}");
+        // Back where the next round's note must find it.
+        exec(&client, &id, "cd /tmp").await;
+    }
+    close(&client, &id).await;
 }

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use ptyhub_protocol::event::EventKind;
+use ptyhub_protocol::event::{CommandNote, EventKind};
 use ptyhub_protocol::holder::{HolderMessage, HolderRequest, HolderStatus};
 
 use rustix::process::Signal;
@@ -81,6 +81,10 @@ pub(super) struct Holder {
     hold_until: Option<Instant>,
     /// A request the server waits for an answer to was handled: subscribers are served now.
     is_serve_due: bool,
+    /// A command's note (its working directory read already) waiting for the input that
+    /// types the command: logged right after that input reached the program, ahead of it, so
+    /// the program gets the command without waiting for the note's write to the log.
+    note: Option<CommandNote>,
     /// Whether buffers were allocated since the heap was last trimmed.
     has_heap_activity: bool,
     /// When the cgroup's out-of-memory count was last read.
@@ -136,6 +140,7 @@ impl Holder {
             phase: Phase::Running,
             last_cwd_check: Instant::now(),
             hold_until: None,
+            note: None,
             is_serve_due: false,
             has_heap_activity: true,
             oom: OomWatch::default(),
@@ -507,6 +512,14 @@ impl Holder {
                 }),
             }
         }
+        // A note no input followed (the server sends both in one write) is logged now.
+        self.log_note();
+    }
+
+    fn log_note(&mut self) {
+        if let Some(note) = self.note.take() {
+            self.log.append(EventKind::CommandNote(note));
+        }
     }
 
     fn handle_request(&mut self, i: usize, request: HolderRequest) {
@@ -518,6 +531,10 @@ impl Holder {
         else {
             return;
         };
+        if !matches!(request, HolderRequest::Input { .. }) {
+            // Whatever else comes, the note keeps its place before it.
+            self.log_note();
+        }
         match request {
             // Answered by `answer_common` above.
             HolderRequest::Hello { .. } | HolderRequest::Subscribe { .. } => {}
@@ -551,6 +568,7 @@ impl Holder {
                     // The program gets the bytes first, then they are logged: the master is
                     // not read in between, so the log still has them before what they cause.
                     self.write_input();
+                    self.log_note();
                     clients::log_input(&mut self.log, &data, source.as_ref(), is_hidden);
                     // What the PTY took of this request: all of it unless it still waits.
                     let left = self.input.len();
@@ -596,11 +614,14 @@ impl Holder {
                 pids.retain(|&pid| pid != self.child && pid != self.shell);
                 signal_started_since(&pids, signal, since);
             }
-            HolderRequest::Note(note) => {
+            HolderRequest::Note(mut note) => {
+                // The working directory is read before the command is typed (after, the
+                // command's own `cd` could already have run).
                 if note.cwd.is_none() {
                     self.refresh_cwd();
+                    note.cwd = Some(self.meta.cwd.clone());
                 }
-                clients::log_note(&mut self.log, note, || self.meta.cwd.clone());
+                self.note = Some(note);
             }
             HolderRequest::Status => {
                 self.refresh_cwd();
