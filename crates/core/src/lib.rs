@@ -107,4 +107,5 @@ pub mod state_dir;
 pub mod stats;
 pub mod terminal;
 pub mod tracker;
+pub mod typing_counter;
 pub mod workspace;

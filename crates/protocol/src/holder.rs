@@ -10,7 +10,8 @@
 //!    answers `hello` with the version it picked (see *Versions* below);
 //! 2. the server sends `subscribe { after_seq }` and reads event lines forever;
 //! 3. at any time the server sends `input`, `resize`, `signal`, `note`, `status` or
-//!    `terminate`.
+//!    `terminate`; and, having asked for the PTY's master on a connection of its own
+//!    (`master`), `typed` for the bytes it writes to the PTY itself.
 //!
 //! Versions (docs/storage.md#holder-protocol-versions): a server speaks every version from
 //! [`HOLDER_PROTOCOL_MIN`] to [`HOLDER_PROTOCOL_VERSION`]. Its `hello` says `version` (the
@@ -83,7 +84,29 @@ pub enum HolderRequest {
         /// follows, a few milliseconds later at most (an older holder answers at once, whole).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         no_receipt: bool,
+        /// The bytes are logged already: a `typed` request named them, and these are the ones
+        /// the PTY did not take at once. The holder queues and types them and logs nothing.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_logged: bool,
     },
+    /// Bytes the server writes to the PTY itself, through the descriptor `master` gave it:
+    /// sent on the connection it asked `master` on, just before it writes them (no answer).
+    /// The holder reads that connection whenever it wakes and before it logs what it read
+    /// from the PTY, and logs them as a `pty.input` event (after a note before them): ahead
+    /// of the output they cause.
+    Typed {
+        /// The bytes, as standard base64 in `data_b64`.
+        #[serde(rename = "data_b64", with = "crate::event::b64")]
+        data: Vec<u8>,
+        /// Who typed the bytes, as in `input`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<crate::event::InputSource>,
+    },
+    /// Ask for a descriptor of the terminal's PTY master, so that the server can type an
+    /// exec's command itself (no wake-up of the holder in between). Answered by one `master`
+    /// line carrying the descriptor, or by `error` from a holder that has none to give (tmux
+    /// holds its panes' PTYs; an older holder does not know the request).
+    Master,
     /// Set the PTY's size; the holder logs it as a `pty.resize` event (no answer). A zero
     /// dimension is ignored.
     Resize {
@@ -125,11 +148,14 @@ impl HolderRequest {
     /// `signal`, and `input` unless `no_receipt`.
     pub fn is_awaited(&self) -> bool {
         match self {
-            Self::Hello { .. } | Self::Subscribe { .. } | Self::Status | Self::Signal { .. } => {
-                true
-            }
+            Self::Hello { .. }
+            | Self::Subscribe { .. }
+            | Self::Status
+            | Self::Signal { .. }
+            | Self::Master => true,
             Self::Input { no_receipt, .. } => !no_receipt,
-            Self::Resize { .. }
+            Self::Typed { .. }
+            | Self::Resize { .. }
             | Self::SignalStartedSince { .. }
             | Self::Note(_)
             | Self::Terminate => false,
@@ -185,6 +211,9 @@ pub enum HolderMessage {
         /// Why the signal could not be delivered; null when it was.
         error: Option<String>,
     },
+    /// The answer to `master`: the descriptor of the terminal's PTY master comes with this
+    /// line (`SCM_RIGHTS`).
+    Master,
     /// A request that failed outright: a line that is not a request, a version mismatch, a
     /// log that cannot be read. The server logs it.
     Error {
@@ -283,6 +312,7 @@ mod tests {
             discard_unread: false,
             source: None,
             no_receipt: false,
+            is_logged: false,
         };
         let line = serde_json::to_string(&input).unwrap_or_default();
         assert_eq!(line, r#"{"op":"input","data_b64":"bHMN"}"#);
@@ -293,6 +323,7 @@ mod tests {
             discard_unread: false,
             source: None,
             no_receipt: true,
+            is_logged: false,
         };
         let line = serde_json::to_string(&quiet).unwrap_or_default();
         assert_eq!(
@@ -301,6 +332,38 @@ mod tests {
         );
         let back: HolderRequest = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, quiet);
+        // What the server types itself, and the rest of it the PTY did not take at once.
+        let typed = HolderRequest::Typed {
+            data: b"ls\r".to_vec(),
+            source: None,
+        };
+        let line = serde_json::to_string(&typed).unwrap_or_default();
+        assert_eq!(line, r#"{"op":"typed","data_b64":"bHMN"}"#);
+        assert_eq!(
+            serde_json::from_str::<HolderRequest>(&line).unwrap_or_else(|e| panic!("{e}")),
+            typed
+        );
+        let rest = HolderRequest::Input {
+            data: b"\r".to_vec(),
+            discard_unread: false,
+            source: None,
+            no_receipt: true,
+            is_logged: true,
+        };
+        let line = serde_json::to_string(&rest).unwrap_or_default();
+        assert_eq!(
+            line,
+            r#"{"op":"input","data_b64":"DQ==","no_receipt":true,"is_logged":true}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&HolderRequest::Master).unwrap_or_default(),
+            r#"{"op":"master"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<HolderMessage>(r#"{"type":"master"}"#)
+                .unwrap_or_else(|e| panic!("{e}")),
+            HolderMessage::Master
+        );
     }
 
     #[test]

@@ -39,7 +39,7 @@ use std::path::Path;
 use std::pin::Pin;
 
 use ptyhub_protocol::api::BackendKind;
-use ptyhub_protocol::event::Seq;
+use ptyhub_protocol::event::{CommandNote, InputSource, Seq};
 use ptyhub_protocol::holder::{HolderLine, HolderRequest};
 use ptyhub_protocol::rootfs::InstallProgress;
 
@@ -174,6 +174,43 @@ pub trait RequestSink: Send {
             Ok(())
         })
     }
+
+    /// Types an exec's command: its `note`, then its bytes, which nobody waits a receipt
+    /// for. `is_queue_clear`: every input sent before was typed (answered, none pending).
+    /// Returns whether the host answers with an `input_result`: here, the note and an
+    /// `input` request in one write; a link that can type into the PTY itself does so.
+    fn type_command<'a>(
+        &'a mut self,
+        note: CommandNote,
+        data: &'a [u8],
+        source: Option<InputSource>,
+        is_queue_clear: bool,
+    ) -> BoxFuture<'a, std::io::Result<bool>> {
+        let _ = is_queue_clear;
+        Box::pin(async move {
+            self.send_all(&command_requests(note, data, source)).await?;
+            Ok(true)
+        })
+    }
+}
+
+/// An exec's command sent through the host: its note, then an `input` request nobody waits a
+/// receipt for.
+pub fn command_requests(
+    note: CommandNote,
+    data: &[u8],
+    source: Option<InputSource>,
+) -> [HolderRequest; 2] {
+    [
+        HolderRequest::Note(note),
+        HolderRequest::Input {
+            data: data.to_vec(),
+            discard_unread: false,
+            source,
+            no_receipt: true,
+            is_logged: false,
+        },
+    ]
 }
 
 /// The host's lines: events of the log in `seq` order, then live ones, and control messages

@@ -1,17 +1,22 @@
 //! The native backend's connection to one holder: a writer for requests and a cancel-safe
 //! reader of the holder's lines ([`HolderLine`]).
 
-use std::path::Path;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream as StdStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use ptyhub_protocol::event::Seq;
+use ptyhub_protocol::event::{CommandNote, InputSource, Seq};
 use ptyhub_protocol::holder::{
-    HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_MIN, HOLDER_PROTOCOL_VERSION, HolderLine, HolderRequest,
+    HOLDER_LINE_MAX_BYTES, HOLDER_PROTOCOL_MIN, HOLDER_PROTOCOL_VERSION, HolderLine, HolderMessage,
+    HolderRequest,
 };
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::net::UnixStream;
 
-use super::{BoxFuture, LineStream, RequestSink};
+use super::{BoxFuture, LineStream, RequestSink, command_requests};
+use crate::typing_counter::TypingCounter;
 
 /// Bytes asked of the socket in one read: the smallest (what an idle terminal's buffer holds at
 /// most) and the largest (a flood's, reached by doubling while reads fill what was asked).
@@ -25,7 +30,28 @@ const READ_MAX_BYTES: usize = 256 * 1024;
 /// that asked for writability each time its peer reads (the holder reading a request would
 /// wake a runtime thread for nothing once per request).
 pub struct HolderLink {
-    writer: std::os::unix::net::UnixStream,
+    writer: StdStream,
+    /// The holder's socket, for the typing connection.
+    socket: PathBuf,
+    typist: Typist,
+}
+
+/// How long the holder may take to hand over its PTY's master.
+const MASTER_WAIT: Duration = Duration::from_secs(2);
+
+/// The server's own way into the PTY, asked for at the first exec: a connection of its own
+/// to the holder, on which the holder gave the PTY's master and takes `typed` requests.
+enum Typist {
+    Unasked,
+    /// The holder has none to give (tmux's, an older one, an exited program) or the
+    /// connection broke: commands go through the holder.
+    Refused,
+    Ready {
+        stream: StdStream,
+        master: OwnedFd,
+        /// Bumped once each `typed` record is sent, before its bytes are written.
+        counter: TypingCounter,
+    },
 }
 
 /// The holder's lines, read by the terminal's actor itself (no task or channel in between: one
@@ -129,7 +155,11 @@ impl HolderLink {
     pub async fn connect(socket: &Path, after_seq: Seq) -> std::io::Result<(Self, HolderLines)> {
         let reader = UnixStream::connect(socket).await?.into_std()?;
         let writer = reader.try_clone()?;
-        let mut link = Self { writer };
+        let mut link = Self {
+            writer,
+            socket: socket.to_path_buf(),
+            typist: Typist::Unasked,
+        };
         link.send(&HolderRequest::Hello {
             version: HOLDER_PROTOCOL_MIN,
             max_version: Some(HOLDER_PROTOCOL_VERSION),
@@ -145,33 +175,201 @@ impl HolderLink {
 
     /// Sends `requests` as one write: one line each.
     pub async fn send_all(&mut self, requests: &[HolderRequest]) -> std::io::Result<()> {
-        let mut lines = Vec::new();
-        for request in requests {
-            serde_json::to_writer(&mut lines, request).map_err(std::io::Error::other)?;
-            lines.push(b'\n');
+        write_all(&self.writer, &lines_of(requests)?).await
+    }
+
+    /// Types an exec's command into the PTY itself when it can: the holder was asked for the
+    /// master (once), every input sent before was typed (`is_queue_clear`), and the program
+    /// left no output unread (so what it printed before the command is logged before it).
+    /// The note and a `typed` request go to the holder first, then the bytes to the PTY;
+    /// what the PTY does not take at once follows as an `input` the holder queues without
+    /// logging it again. Returns whether the holder answers with an `input_result`.
+    pub async fn type_command(
+        &mut self,
+        note: CommandNote,
+        data: &[u8],
+        source: Option<InputSource>,
+        is_queue_clear: bool,
+    ) -> std::io::Result<bool> {
+        if is_queue_clear && matches!(self.typist, Typist::Unasked) {
+            self.typist = match open_typist(&self.socket).await {
+                Some((stream, master, counter)) => Typist::Ready {
+                    stream,
+                    master,
+                    counter,
+                },
+                None => Typist::Refused,
+            };
         }
-        let mut rest = &lines[..];
-        while !rest.is_empty() {
-            match rustix::io::write(&self.writer, rest) {
-                Ok(n) => rest = &rest[n..],
-                Err(rustix::io::Errno::INTR) => {}
-                Err(rustix::io::Errno::AGAIN) => {
-                    // The holder is behind: wait for room, registered for writing only now.
-                    let room = register(self.writer.try_clone()?, Interest::WRITABLE)?;
-                    drop(room.writable().await?);
+        let typed_at_once = match &self.typist {
+            Typist::Ready {
+                stream,
+                master,
+                counter,
+            } if is_queue_clear && rustix::io::ioctl_fionread(master).is_ok_and(|n| n == 0) => {
+                // The holder reads the records when it next wakes, after the bytes are typed:
+                // where the command starts is read here, before (the shell at its prompt is
+                // the terminal's foreground group).
+                let mut note = note.clone();
+                if note.cwd.is_none() {
+                    note.cwd = rustix::termios::tcgetpgrp(master).ok().and_then(|shell| {
+                        u32::try_from(shell.as_raw_nonzero().get())
+                            .ok()
+                            .and_then(crate::process::cwd)
+                    });
                 }
-                Err(error) => return Err(error.into()),
+                let records = lines_of(&[
+                    HolderRequest::Note(note),
+                    HolderRequest::Typed {
+                        data: data.to_vec(),
+                        source: source.clone(),
+                    },
+                ])?;
+                match write_all(stream, &records).await {
+                    Ok(()) => {
+                        counter.bump();
+                        Some(write_now(master, data))
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "typing connection lost; typing through the holder");
+                        self.typist = Typist::Refused;
+                        None
+                    }
+                }
             }
-        }
-        Ok(())
+            _ => None,
+        };
+        let (requests, expects_result) = match typed_at_once {
+            Some(written) if written == data.len() => return Ok(false),
+            Some(written) => (
+                vec![HolderRequest::Input {
+                    data: data[written..].to_vec(),
+                    discard_unread: false,
+                    source,
+                    no_receipt: true,
+                    is_logged: true,
+                }],
+                true,
+            ),
+            None => (command_requests(note, data, source).to_vec(), true),
+        };
+        self.send_all(&requests).await?;
+        Ok(expects_result)
     }
 }
 
+/// `requests` as lines, one after the other.
+fn lines_of(requests: &[HolderRequest]) -> std::io::Result<Vec<u8>> {
+    let mut lines = Vec::new();
+    for request in requests {
+        serde_json::to_writer(&mut lines, request).map_err(std::io::Error::other)?;
+        lines.push(b'\n');
+    }
+    Ok(lines)
+}
+
+/// Writes all of `bytes` to the non-blocking `socket`; only a write that finds it full waits
+/// for room, through a registration for writing made for that wait.
+async fn write_all(socket: &StdStream, bytes: &[u8]) -> std::io::Result<()> {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        match rustix::io::write(socket, rest) {
+            Ok(n) => rest = &rest[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => {
+                let room = register(socket.try_clone()?, Interest::WRITABLE)?;
+                drop(room.writable().await?);
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Writes what the PTY takes of `data` now (its master is non-blocking): the count written.
+fn write_now(master: &OwnedFd, data: &[u8]) -> usize {
+    let mut written = 0;
+    while written < data.len() {
+        match rustix::io::write(master, &data[written..]) {
+            Ok(n) => written += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break,
+        }
+    }
+    written
+}
+
+/// Asks the holder at `socket`, on a connection of its own, for its PTY's master: the
+/// connection, the master and the typing counter, or `None` when it gives none (in time).
+async fn open_typist(socket: &Path) -> Option<(StdStream, OwnedFd, TypingCounter)> {
+    let asked = async {
+        let stream = UnixStream::connect(socket).await?.into_std()?;
+        write_all(&stream, &lines_of(&[HolderRequest::Master])?).await?;
+        let registered = register(stream, Interest::READABLE)?;
+        let mut line = Vec::new();
+        let mut fds = Vec::new();
+        loop {
+            let mut ready = registered.readable().await?;
+            let received = ready.try_io(|socket| receive_with_fds(socket.get_ref()));
+            let Ok(received) = received else {
+                continue;
+            };
+            let (bytes, more) = received?;
+            if bytes.is_empty() && more.is_empty() {
+                return std::io::Result::Ok(None);
+            }
+            line.extend_from_slice(&bytes);
+            fds.extend(more);
+            if let Some(end) = memchr::memchr(b'\n', &line) {
+                let is_master = matches!(
+                    HolderLine::parse(&line[..=end]),
+                    Ok(HolderLine::Message(HolderMessage::Master))
+                );
+                let mut fds = fds.into_iter();
+                return Ok(match (is_master, fds.next(), fds.next()) {
+                    (true, Some(master), Some(counter)) => Some((
+                        registered.into_inner(),
+                        master,
+                        TypingCounter::map(&counter)?,
+                    )),
+                    _ => None,
+                });
+            }
+        }
+    };
+    match tokio::time::timeout(MASTER_WAIT, asked).await {
+        Ok(Ok(typist)) => typist,
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "no PTY master from the holder");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// One `recvmsg`: the bytes and the descriptors that came with them.
+fn receive_with_fds(socket: &StdStream) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut buf = [0u8; 512];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let received = rustix::net::recvmsg(
+        socket,
+        &mut [std::io::IoSliceMut::new(&mut buf)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(received) = message {
+            fds.extend(received);
+        }
+    }
+    Ok((buf[..received.bytes].to_vec(), fds))
+}
+
 /// Registers `socket` with the runtime for `interest` alone.
-fn register(
-    socket: std::os::unix::net::UnixStream,
-    interest: Interest,
-) -> std::io::Result<AsyncFd<std::os::unix::net::UnixStream>> {
+fn register(socket: StdStream, interest: Interest) -> std::io::Result<AsyncFd<StdStream>> {
     #[allow(
         unsafe_code,
         reason = "tokio's registration with an interest is an unsafe fn"
@@ -185,6 +383,22 @@ fn register(
 impl RequestSink for HolderLink {
     fn send<'a>(&'a mut self, request: &'a HolderRequest) -> BoxFuture<'a, std::io::Result<()>> {
         Box::pin(HolderLink::send(self, request))
+    }
+
+    fn type_command<'a>(
+        &'a mut self,
+        note: CommandNote,
+        data: &'a [u8],
+        source: Option<InputSource>,
+        is_queue_clear: bool,
+    ) -> BoxFuture<'a, std::io::Result<bool>> {
+        Box::pin(HolderLink::type_command(
+            self,
+            note,
+            data,
+            source,
+            is_queue_clear,
+        ))
     }
 
     fn send_all<'a>(
@@ -281,6 +495,7 @@ mod tests {
             discard_unread: false,
             source: None,
             no_receipt: true,
+            is_logged: false,
         };
         // The holder reads only after a pause: the write fills the socket and waits.
         let reader = std::thread::spawn(move || {
@@ -309,6 +524,181 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        Ok(())
+    }
+
+    /// A fake holder on a real PTY: it gives the master on the typing connection and reads
+    /// what the server sends on both connections.
+    struct FakeHolder {
+        main: std::io::BufReader<StdStream>,
+        typing: Option<std::io::BufReader<StdStream>>,
+        listener: std::os::unix::net::UnixListener,
+        master: OwnedFd,
+        slave: OwnedFd,
+        counter: TypingCounter,
+    }
+
+    impl FakeHolder {
+        fn line(reader: &mut std::io::BufReader<StdStream>) -> std::io::Result<HolderRequest> {
+            let mut line = Vec::new();
+            std::io::BufRead::read_until(reader, b'\n', &mut line)?;
+            serde_json::from_slice(&line).map_err(std::io::Error::other)
+        }
+
+        /// Answers the typing connection's `master` with the PTY's master.
+        fn give_master(&mut self) -> std::io::Result<()> {
+            use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+            use std::os::fd::AsFd;
+            let (stream, _) = self.listener.accept()?;
+            let mut typing = std::io::BufReader::new(stream);
+            assert_eq!(Self::line(&mut typing)?, HolderRequest::Master);
+            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+            let mut control = SendAncillaryBuffer::new(&mut space);
+            let counter = self
+                .counter
+                .fd()
+                .ok_or_else(|| std::io::Error::other("no counter to give"))?;
+            let fds = [self.master.as_fd(), counter];
+            assert!(control.push(SendAncillaryMessage::ScmRights(&fds)));
+            rustix::net::sendmsg(
+                typing.get_ref(),
+                &[std::io::IoSlice::new(b"{\"type\":\"master\"}\n")],
+                &mut control,
+                SendFlags::NOSIGNAL,
+            )?;
+            self.typing = Some(typing);
+            Ok(())
+        }
+
+        /// What reached the program: the slave's pending input.
+        fn typed_in(&self) -> std::io::Result<Vec<u8>> {
+            let mut buf = vec![0u8; 4096];
+            let n = rustix::io::read(&self.slave, &mut buf)?;
+            buf.truncate(n);
+            Ok(buf)
+        }
+    }
+
+    fn note(id: u64) -> CommandNote {
+        CommandNote {
+            id,
+            origin: ptyhub_protocol::api::CommandOrigin::Exec,
+            command: "echo hi".to_owned(),
+            shell_text: None,
+            cwd: None,
+        }
+    }
+
+    /// With the master given, an exec's command goes into the PTY from the server, its note
+    /// and a `typed` record on the typing connection first, and no answer is expected; with
+    /// output left unread, or input not all typed yet, it goes through the holder.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_command_is_typed_into_the_pty_when_the_holder_gave_its_master() -> std::io::Result<()>
+    {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("holder.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path)?;
+        let (mut link, _lines) = HolderLink::connect(&path, Seq(0)).await?;
+        let (main, _) = listener.accept()?;
+        let (master, slave) = crate::holder::open_pty_pair(80, 24)?;
+        let mut holder = FakeHolder {
+            main: std::io::BufReader::new(main),
+            typing: None,
+            listener,
+            master,
+            slave,
+            counter: TypingCounter::create()?,
+        };
+        assert!(matches!(
+            FakeHolder::line(&mut holder.main)?,
+            HolderRequest::Hello { .. }
+        ));
+        assert!(matches!(
+            FakeHolder::line(&mut holder.main)?,
+            HolderRequest::Subscribe { .. }
+        ));
+        let holder = std::sync::Arc::new(std::sync::Mutex::new(holder));
+
+        // The first command asks for the master (the fake holder answers on its thread).
+        let giver = std::thread::spawn({
+            let holder = holder.clone();
+            move || {
+                holder
+                    .lock()
+                    .map_err(|_| std::io::Error::other("poisoned"))?
+                    .give_master()
+            }
+        });
+        let expects_answer = link.type_command(note(1), b"echo hi\r", None, true).await?;
+        giver
+            .join()
+            .map_err(|_| std::io::Error::other("giver panicked"))??;
+        assert!(
+            !expects_answer,
+            "typed by the server: no input_result comes"
+        );
+        // The giver is done: the fake holder is this test's alone again.
+        let mut holder = std::sync::Arc::try_unwrap(holder)
+            .map_err(|_| std::io::Error::other("still shared"))?
+            .into_inner()
+            .map_err(|_| std::io::Error::other("poisoned"))?;
+        assert_eq!(
+            holder.counter.get(),
+            1,
+            "the record was counted before the bytes went"
+        );
+        let typing = holder
+            .typing
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("no typing"))?;
+        assert_eq!(FakeHolder::line(typing)?, HolderRequest::Note(note(1)));
+        assert_eq!(
+            FakeHolder::line(typing)?,
+            HolderRequest::Typed {
+                data: b"echo hi\r".to_vec(),
+                source: None
+            }
+        );
+        assert_eq!(
+            holder.typed_in()?,
+            b"echo hi\n",
+            "the program got the command"
+        );
+
+        // Output the holder has not read yet: the command goes through the holder, after it.
+        rustix::io::write(&holder.slave, b"late output\n")?;
+        let expects_answer = link.type_command(note(2), b"true\r", None, true).await?;
+        assert!(expects_answer);
+        assert_eq!(
+            FakeHolder::line(&mut holder.main)?,
+            HolderRequest::Note(note(2))
+        );
+        match FakeHolder::line(&mut holder.main)? {
+            HolderRequest::Input {
+                data,
+                is_logged,
+                no_receipt,
+                ..
+            } => {
+                assert_eq!(data, b"true\r");
+                assert!(!is_logged && no_receipt);
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut out = vec![0u8; 64];
+        rustix::io::read(&holder.master, &mut out)?;
+
+        // Input sent before and not answered yet: through the holder, in order.
+        let expects_answer = link.type_command(note(3), b"ls\r", None, false).await?;
+        assert!(expects_answer);
+        assert_eq!(
+            FakeHolder::line(&mut holder.main)?,
+            HolderRequest::Note(note(3))
+        );
+        assert!(matches!(
+            FakeHolder::line(&mut holder.main)?,
+            HolderRequest::Input { .. }
+        ));
         Ok(())
     }
 }

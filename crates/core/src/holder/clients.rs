@@ -27,6 +27,9 @@ pub(super) struct Client {
     /// across rotations; one that was deleted continues at the oldest kept event.
     pub(super) cursor: Option<u64>,
     pub(super) is_dead: bool,
+    /// The server types into the PTY itself and sends its `typed` requests here (the
+    /// connection it was given the master on).
+    pub(super) is_typist: bool,
 }
 
 impl Client {
@@ -98,6 +101,41 @@ impl Client {
         }
     }
 
+    /// Sends `message` now with `fds` attached (`SCM_RIGHTS`), when nothing else waits to be
+    /// sent before it (else, or when the socket refuses, the message is not sent and false is
+    /// returned). What the socket did not take of the line is queued after it.
+    pub(super) fn send_with_fds(
+        &mut self,
+        message: &HolderMessage,
+        fds: &[std::os::fd::BorrowedFd<'_>],
+    ) -> bool {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        if self.pending() > 0 {
+            return false;
+        }
+        let Ok(mut line) = serde_json::to_vec(message) else {
+            return false;
+        };
+        line.push(b'\n');
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !control.push(SendAncillaryMessage::ScmRights(fds)) {
+            return false;
+        }
+        match rustix::net::sendmsg(
+            &self.stream,
+            &[io::IoSlice::new(&line)],
+            &mut control,
+            SendFlags::NOSIGNAL,
+        ) {
+            Ok(sent) => {
+                self.outbox.extend_from_slice(&line[sent..]);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Whether everything queued was sent and the cursor reached the log's end `log_len`.
     pub(super) fn is_caught_up(&self, log_len: u64) -> bool {
         self.pending() == 0 && self.cursor.is_none_or(|at| at >= log_len)
@@ -126,6 +164,7 @@ pub(super) fn accept(listener: &UnixListener, clients: &mut Vec<Client>) {
                 sent: 0,
                 cursor: None,
                 is_dead: false,
+                is_typist: false,
             });
         }
     }
@@ -267,6 +306,7 @@ mod tests {
             sent: 0,
             cursor: None,
             is_dead: false,
+            is_typist: false,
         };
         (client, theirs)
     }

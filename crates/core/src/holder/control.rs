@@ -788,6 +788,13 @@ impl ControlHolder {
         match request {
             // Answered by `answer_common` above.
             HolderRequest::Hello { .. } | HolderRequest::Subscribe { .. } => {}
+            // tmux holds the pane's PTY: there is no master to give, so nothing is ever typed
+            // past this holder.
+            HolderRequest::Master | HolderRequest::Typed { .. } => {
+                self.clients[i].send_message(&HolderMessage::Error {
+                    message: "tmux holds this terminal's PTY: no master to give".to_owned(),
+                });
+            }
             HolderRequest::Input {
                 data,
                 discard_unread,

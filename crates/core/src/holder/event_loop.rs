@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
@@ -23,6 +23,7 @@ use crate::cgroup::{
 use crate::event_log::EventLog;
 use crate::process;
 use crate::state_dir::{self, TerminalMeta, TerminalState};
+use crate::typing_counter::TypingCounter;
 
 /// Most bytes read from the master before the loop serves clients again (one log event).
 const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -85,6 +86,11 @@ pub(super) struct Holder {
     /// types the command: logged right after that input reached the program, ahead of it, so
     /// the program gets the command without waiting for the note's write to the log.
     note: Option<CommandNote>,
+    /// The counter a server typing into the PTY itself bumps for each `typed` record it sent
+    /// (on the connection it asked `master` on), once the master was handed out.
+    typing: Option<TypingCounter>,
+    /// The counter's value when the typing connections were last read.
+    typed_seen: u64,
     /// Whether buffers were allocated since the heap was last trimmed.
     has_heap_activity: bool,
     /// When the cgroup's out-of-memory count was last read.
@@ -141,6 +147,8 @@ impl Holder {
             last_cwd_check: Instant::now(),
             hold_until: None,
             note: None,
+            typing: None,
+            typed_seen: 0,
             is_serve_due: false,
             has_heap_activity: true,
             oom: OomWatch::default(),
@@ -204,7 +212,13 @@ impl Holder {
         // which would end the wait at once).
         let is_hold_wait = self.hold_until.is_some();
         for client in &self.clients {
-            let mut events = readable;
+            // A typing connection's requests do not wake the holder: they are read when the
+            // typing counter moved, before output is logged and at every wake-up.
+            let mut events = if client.is_typist {
+                PollFlags::empty()
+            } else {
+                readable
+            };
             if client.pending() > 0 && !is_hold_wait {
                 events |= PollFlags::OUT;
             }
@@ -250,6 +264,11 @@ impl Holder {
         }
         if !revents[1].is_empty() {
             self.accept_clients();
+        }
+        // Typed bytes that caused no output (yet) are logged at the next wake-up, the idle
+        // second's at the latest.
+        if self.has_typed_since_seen() {
+            self.read_typists();
         }
         let mut has_output = false;
         if let Some(slot) = master_slot {
@@ -468,8 +487,61 @@ impl Holder {
         }
         self.has_heap_activity = true;
         buf.shrink_to_fit();
+        // A server typing into the PTY itself sends `typed` and bumps the counter before it
+        // writes: what came on its connection is logged before what was read, which may be
+        // the bytes' echo.
+        if self.has_typed_since_seen() {
+            self.read_typists();
+        }
         self.log.append(EventKind::Output { data: buf });
         true
+    }
+
+    /// Whether a server typed since the typing connections were last read (the counter moved);
+    /// no system call.
+    fn has_typed_since_seen(&mut self) -> bool {
+        let Some(counter) = self.typing.as_ref() else {
+            return false;
+        };
+        let now = counter.get();
+        let has_moved = now != self.typed_seen;
+        self.typed_seen = now;
+        has_moved
+    }
+
+    /// Handles what the typing connections sent (notes and `typed` requests only: nothing
+    /// there reads the PTY).
+    fn read_typists(&mut self) {
+        for i in 0..self.clients.len() {
+            if !self.clients[i].is_typist {
+                continue;
+            }
+            for line in clients::read_lines(&mut self.clients[i]) {
+                match serde_json::from_slice::<HolderRequest>(&line) {
+                    Ok(HolderRequest::Note(note)) => self.hold_note(note),
+                    Ok(HolderRequest::Typed { data, source }) => {
+                        self.log_typed(&data, source.as_ref());
+                    }
+                    Ok(_) => self.clients[i].send_message(&HolderMessage::Error {
+                        message: "a typing connection takes notes and typed input only".to_owned(),
+                    }),
+                    Err(error) => self.clients[i].send_message(&HolderMessage::Error {
+                        message: format!("bad request: {error}"),
+                    }),
+                }
+            }
+        }
+        self.log_note();
+    }
+
+    /// Logs bytes the server wrote to the PTY itself (after the note before them); their
+    /// events go out with the output they cause, as a typed exec's do.
+    fn log_typed(&mut self, data: &[u8], source: Option<&ptyhub_protocol::event::InputSource>) {
+        let is_hidden = self.master.as_ref().is_some_and(pty::hides_input);
+        self.log_note();
+        clients::log_input(&mut self.log, data, source, is_hidden);
+        self.hold_until
+            .get_or_insert_with(|| Instant::now() + QUIET_INPUT_HOLD);
     }
 
     fn write_input(&mut self) {
@@ -516,6 +588,19 @@ impl Holder {
         self.log_note();
     }
 
+    /// Keeps a command's note for the input that types the command, its working directory
+    /// read now, before the command is typed (after, the command's own `cd` could have run).
+    /// A note on the typing connection comes with its directory: the server read it before it
+    /// typed.
+    fn hold_note(&mut self, mut note: CommandNote) {
+        self.log_note();
+        if note.cwd.is_none() {
+            self.refresh_cwd();
+            note.cwd = Some(self.meta.cwd.clone());
+        }
+        self.note = Some(note);
+    }
+
     fn log_note(&mut self) {
         if let Some(note) = self.note.take() {
             self.log.append(EventKind::CommandNote(note));
@@ -538,11 +623,37 @@ impl Holder {
         match request {
             // Answered by `answer_common` above.
             HolderRequest::Hello { .. } | HolderRequest::Subscribe { .. } => {}
+            HolderRequest::Master => {
+                if self.typing.is_none() && self.master.is_some() {
+                    match TypingCounter::create() {
+                        Ok(counter) => self.typing = Some(counter),
+                        Err(error) => log_line!("holder: no typing counter: {error}"),
+                    }
+                }
+                let is_sent = match (
+                    self.master.as_ref(),
+                    self.typing.as_ref().and_then(TypingCounter::fd),
+                ) {
+                    (Some(master), Some(counter)) => self.clients[i]
+                        .send_with_fds(&HolderMessage::Master, &[master.as_fd(), counter]),
+                    _ => false,
+                };
+                if is_sent {
+                    // This connection carries the server's typing from now on.
+                    self.clients[i].is_typist = true;
+                } else {
+                    self.clients[i].send_message(&HolderMessage::Error {
+                        message: "no PTY master to give: the program has exited".to_owned(),
+                    });
+                }
+            }
+            HolderRequest::Typed { data, source } => self.log_typed(&data, source.as_ref()),
             HolderRequest::Input {
                 data,
                 discard_unread,
                 source,
                 no_receipt,
+                is_logged,
             } => {
                 let is_running = self.master.is_some() && matches!(self.phase, Phase::Running);
                 let discarded = (discard_unread && is_running).then(|| self.discard_unread());
@@ -569,7 +680,9 @@ impl Holder {
                     // not read in between, so the log still has them before what they cause.
                     self.write_input();
                     self.log_note();
-                    clients::log_input(&mut self.log, &data, source.as_ref(), is_hidden);
+                    if !is_logged {
+                        clients::log_input(&mut self.log, &data, source.as_ref(), is_hidden);
+                    }
                     // What the PTY took of this request: all of it unless it still waits.
                     let left = self.input.len();
                     written = data.len().saturating_sub(left.saturating_sub(before));
@@ -614,15 +727,7 @@ impl Holder {
                 pids.retain(|&pid| pid != self.child && pid != self.shell);
                 signal_started_since(&pids, signal, since);
             }
-            HolderRequest::Note(mut note) => {
-                // The working directory is read before the command is typed (after, the
-                // command's own `cd` could already have run).
-                if note.cwd.is_none() {
-                    self.refresh_cwd();
-                    note.cwd = Some(self.meta.cwd.clone());
-                }
-                self.note = Some(note);
-            }
+            HolderRequest::Note(note) => self.hold_note(note),
             HolderRequest::Status => {
                 self.refresh_cwd();
                 let mut status = self.status();

@@ -29,6 +29,9 @@ mod event_loop;
 pub mod launch;
 mod log_writer;
 mod pty;
+/// A PTY pair as a holder opens one, for tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) use pty::open_pair as open_pty_pair;
 pub mod root_layer;
 
 use std::io::{self, Write};

@@ -189,6 +189,7 @@ impl Actor {
                 unread,
                 discarded,
             }) => {
+                self.holder_input_pending = pending.unwrap_or(0);
                 if let Some(Some(ack)) = self.input_acks.pop_front() {
                     let outcome = if accepted {
                         Ok(InputReceipt {
@@ -244,7 +245,8 @@ impl Actor {
                 }
                 self.storage_error = error;
             }
-            HolderLine::Message(HolderMessage::Unknown) => {}
+            // Only ever the answer on a connection of its own (`backend::native_link`).
+            HolderLine::Message(HolderMessage::Master | HolderMessage::Unknown) => {}
         }
         if !self.query_answers.is_empty() {
             let answers = std::mem::take(&mut self.query_answers);
@@ -401,38 +403,51 @@ impl Actor {
         ack: Option<InputAck>,
         note: Option<CommandNote>,
     ) -> Result<(), TerminalError> {
-        let input = HolderRequest::Input {
-            data: data.to_vec(),
-            discard_unread,
-            source,
-            // Only a client's receipt is waited for.
-            no_receipt: ack.is_none(),
-        };
-        let requests = match note {
-            Some(note) => vec![HolderRequest::Note(note), input],
-            None => vec![input],
-        };
+        // Every input sent before was typed: none waits for its answer, the last answer left
+        // nothing queued.
+        let is_queue_clear = self.input_acks.is_empty() && self.holder_input_pending == 0;
         let sent = match self.link.as_mut() {
-            Some(link) if !self.is_exited => {
-                link.send_all(&requests)
-                    .await
-                    .map_err(|e| TerminalError::HostGone {
-                        detail: e.to_string(),
-                    })
+            Some(link) if !self.is_exited => match note {
+                // An exec's command: the link may type it into the PTY itself.
+                Some(note) if ack.is_none() && !discard_unread => {
+                    link.type_command(note, data, source, is_queue_clear).await
+                }
+                note => {
+                    let input = HolderRequest::Input {
+                        data: data.to_vec(),
+                        discard_unread,
+                        source,
+                        // Only a client's receipt is waited for.
+                        no_receipt: ack.is_none(),
+                        is_logged: false,
+                    };
+                    let requests = match note {
+                        Some(note) => vec![HolderRequest::Note(note), input],
+                        None => vec![input],
+                    };
+                    link.send_all(&requests).await.map(|()| true)
+                }
             }
+            .map_err(|e| TerminalError::HostGone {
+                detail: e.to_string(),
+            }),
             _ => Err(not_running(&self.meta)),
         };
-        match &sent {
-            Ok(()) => {
+        match sent {
+            Ok(expects_result) => {
                 self.last_activity = state_dir::unix_now();
-                self.input_acks.push_back(ack);
+                // A command typed into the PTY by the link itself gets no answer.
+                if expects_result {
+                    self.input_acks.push_back(ack);
+                }
+                Ok(())
             }
             Err(error) => {
                 if let Some(ack) = ack {
                     let _ = ack.send(Err(error.clone()));
                 }
+                Err(error)
             }
         }
-        sent
     }
 }

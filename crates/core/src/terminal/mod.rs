@@ -755,6 +755,8 @@ struct Actor {
     /// Input requests sent to the holder and not yet answered, in order; `Some` when a client
     /// waits for the answer.
     input_acks: VecDeque<Option<InputAck>>,
+    /// Bytes the holder still had queued for the PTY at its last `input_result`.
+    holder_input_pending: u64,
     /// Why the host's log refuses appends, while it does (its output is held back).
     storage_error: Option<String>,
     /// The holder protocol version the host picked in its `hello` answer, once connected.
@@ -811,6 +813,7 @@ impl Actor {
             replay_until: None,
             counts_all_output: false,
             input_acks: VecDeque::new(),
+            holder_input_pending: 0,
             storage_error: None,
             holder_protocol: None,
             host_error: None,
