@@ -39,6 +39,11 @@ pub struct HolderLink {
 /// How long the holder may take to hand over its PTY's master.
 const MASTER_WAIT: Duration = Duration::from_secs(2);
 
+/// Largest note and `typed` record (as lines) sent on the typing connection: far below what a
+/// Unix socket holds, so the write never waits. The holder reads that connection only once
+/// the counter moved, which is after the write; a longer command goes through the holder.
+const TYPED_RECORDS_MAX_BYTES: usize = 32 * 1024;
+
 /// The server's own way into the PTY, asked for at the first exec: a connection of its own
 /// to the holder, on which the holder gave the PTY's master and takes `typed` requests.
 enum Typist {
@@ -179,8 +184,9 @@ impl HolderLink {
     }
 
     /// Types an exec's command into the PTY itself when it can: the holder was asked for the
-    /// master (once), every input sent before was typed (`is_queue_clear`), and the program
-    /// left no output unread (so what it printed before the command is logged before it).
+    /// master (once), every input sent before was typed (`is_queue_clear`), the program left
+    /// no output unread (so what it printed before the command is logged before it), and the
+    /// command is short enough ([`TYPED_RECORDS_MAX_BYTES`]).
     /// The note and a `typed` request go to the holder first, then the bytes to the PTY;
     /// what the PTY does not take at once follows as an `input` the holder queues without
     /// logging it again. Returns whether the holder answers with an `input_result`.
@@ -225,15 +231,19 @@ impl HolderLink {
                         source: source.clone(),
                     },
                 ])?;
-                match write_all(stream, &records).await {
-                    Ok(()) => {
-                        counter.bump();
-                        Some(write_now(master, data))
-                    }
-                    Err(error) => {
-                        tracing::debug!(%error, "typing connection lost; typing through the holder");
-                        self.typist = Typist::Refused;
-                        None
+                if records.len() > TYPED_RECORDS_MAX_BYTES {
+                    None
+                } else {
+                    match write_all(stream, &records).await {
+                        Ok(()) => {
+                            counter.bump();
+                            Some(write_now(master, data))
+                        }
+                        Err(error) => {
+                            tracing::debug!(%error, "typing connection lost; typing through the holder");
+                            self.typist = Typist::Refused;
+                            None
+                        }
                     }
                 }
             }
@@ -687,6 +697,18 @@ mod tests {
         }
         let mut out = vec![0u8; 64];
         rustix::io::read(&holder.master, &mut out)?;
+
+        // A command too long for the typing connection: through the holder.
+        let long = vec![b'x'; TYPED_RECORDS_MAX_BYTES];
+        assert!(link.type_command(note(4), &long, None, true).await?);
+        assert_eq!(
+            FakeHolder::line(&mut holder.main)?,
+            HolderRequest::Note(note(4))
+        );
+        assert!(matches!(
+            FakeHolder::line(&mut holder.main)?,
+            HolderRequest::Input { .. }
+        ));
 
         // Input sent before and not answered yet: through the holder, in order.
         let expects_answer = link.type_command(note(3), b"ls\r", None, false).await?;
