@@ -716,7 +716,9 @@ async fn a_shell_whose_start_hangs_is_reported_not_waited_for() {
 
 /// An exec's `command.note` comes before the input that types the command, which comes
 /// before the command's output, and it names the directory the command started in, even when
-/// the command itself moves at once (the holder reads it before it types the command).
+/// the command itself moves at once (it is read before the command is typed). The server
+/// types the commands into the PTY itself (it holds the PTY's master once it ran one), and
+/// each is logged as one input event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_execs_note_precedes_its_input_and_output_and_names_where_it_started() {
     let hub = start();
@@ -759,8 +761,19 @@ async fn an_execs_note_precedes_its_input_and_output_and_names_where_it_started(
                 })
         });
         assert!(output.is_some(), "the output follows the input: {events:?}");
+        let inputs = events.iter().filter(|e| e["type"] == "pty.input").count();
+        assert_eq!(inputs, 1, "one input event for the command: {events:?}");
         // Back where the next round's note must find it.
         exec(&client, &id, "cd /tmp").await;
     }
+    let server = hub.server_pid().unwrap_or_else(|| panic!("no server pid"));
+    let masters = std::fs::read_dir(format!("/proc/{server}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter(|target| target.to_string_lossy().contains("ptmx"))
+        .count();
+    assert_eq!(masters, 1, "the server holds the terminal's PTY master");
     close(&client, &id).await;
 }

@@ -537,56 +537,83 @@ mod tests {
         Ok(())
     }
 
-    /// A fake holder on a real PTY: it gives the master on the typing connection and reads
-    /// what the server sends on both connections.
+    /// A fake holder: it gives `master` (a PTY's, or any descriptor standing for one) and a
+    /// typing counter on the typing connection, and reads what the server sends on both
+    /// connections.
     struct FakeHolder {
         main: std::io::BufReader<StdStream>,
-        typing: Option<std::io::BufReader<StdStream>>,
-        listener: std::os::unix::net::UnixListener,
+        typing: std::io::BufReader<StdStream>,
         master: OwnedFd,
         slave: OwnedFd,
         counter: TypingCounter,
     }
 
-    impl FakeHolder {
-        fn line(reader: &mut std::io::BufReader<StdStream>) -> std::io::Result<HolderRequest> {
-            let mut line = Vec::new();
-            std::io::BufRead::read_until(reader, b'\n', &mut line)?;
-            serde_json::from_slice(&line).map_err(std::io::Error::other)
-        }
+    fn line(reader: &mut std::io::BufReader<StdStream>) -> std::io::Result<HolderRequest> {
+        let mut line = Vec::new();
+        std::io::BufRead::read_until(reader, b'\n', &mut line)?;
+        serde_json::from_slice(&line).map_err(std::io::Error::other)
+    }
 
-        /// Answers the typing connection's `master` with the PTY's master.
-        fn give_master(&mut self) -> std::io::Result<()> {
-            use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-            use std::os::fd::AsFd;
-            let (stream, _) = self.listener.accept()?;
-            let mut typing = std::io::BufReader::new(stream);
-            assert_eq!(Self::line(&mut typing)?, HolderRequest::Master);
-            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
-            let mut control = SendAncillaryBuffer::new(&mut space);
-            let counter = self
-                .counter
+    /// Answers a typing connection's `master` on `listener` with `fds`.
+    fn give_master(
+        listener: &std::os::unix::net::UnixListener,
+        fds: [std::os::fd::BorrowedFd<'_>; 2],
+    ) -> std::io::Result<std::io::BufReader<StdStream>> {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        let (stream, _) = listener.accept()?;
+        let mut typing = std::io::BufReader::new(stream);
+        assert_eq!(line(&mut typing)?, HolderRequest::Master);
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        assert!(control.push(SendAncillaryMessage::ScmRights(&fds)));
+        rustix::net::sendmsg(
+            typing.get_ref(),
+            &[std::io::IoSlice::new(b"{\"type\":\"master\"}\n")],
+            &mut control,
+            SendFlags::NOSIGNAL,
+        )?;
+        Ok(typing)
+    }
+
+    /// A link to a fake holder that gives `master`, after the server's first command (`data`,
+    /// typed with note 1): the link, the holder, and whether that command waits for an answer.
+    async fn typed_first(
+        dir: &Path,
+        master: OwnedFd,
+        slave: OwnedFd,
+        data: &[u8],
+    ) -> std::io::Result<(HolderLink, FakeHolder, bool)> {
+        use std::os::fd::AsFd;
+        let path = dir.join("holder.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path)?;
+        let (mut link, _lines) = HolderLink::connect(&path, Seq(0)).await?;
+        let (main, _) = listener.accept()?;
+        let mut main = std::io::BufReader::new(main);
+        assert!(matches!(line(&mut main)?, HolderRequest::Hello { .. }));
+        assert!(matches!(line(&mut main)?, HolderRequest::Subscribe { .. }));
+        let counter = TypingCounter::create()?;
+        let given = (
+            master.try_clone()?,
+            counter
                 .fd()
-                .ok_or_else(|| std::io::Error::other("no counter to give"))?;
-            let fds = [self.master.as_fd(), counter];
-            assert!(control.push(SendAncillaryMessage::ScmRights(&fds)));
-            rustix::net::sendmsg(
-                typing.get_ref(),
-                &[std::io::IoSlice::new(b"{\"type\":\"master\"}\n")],
-                &mut control,
-                SendFlags::NOSIGNAL,
-            )?;
-            self.typing = Some(typing);
-            Ok(())
-        }
-
-        /// What reached the program: the slave's pending input.
-        fn typed_in(&self) -> std::io::Result<Vec<u8>> {
-            let mut buf = vec![0u8; 4096];
-            let n = rustix::io::read(&self.slave, &mut buf)?;
-            buf.truncate(n);
-            Ok(buf)
-        }
+                .ok_or_else(|| std::io::Error::other("no counter to give"))?
+                .try_clone_to_owned()?,
+        );
+        // The link asks on its first command; the fake holder answers on a thread.
+        let giver =
+            std::thread::spawn(move || give_master(&listener, [given.0.as_fd(), given.1.as_fd()]));
+        let expects_answer = link.type_command(note(1), data, None, true).await?;
+        let typing = giver
+            .join()
+            .map_err(|_| std::io::Error::other("giver panicked"))??;
+        let holder = FakeHolder {
+            main,
+            typing,
+            master,
+            slave,
+            counter,
+        };
+        Ok((link, holder, expects_answer))
     }
 
     fn note(id: u64) -> CommandNote {
@@ -601,89 +628,42 @@ mod tests {
 
     /// With the master given, an exec's command goes into the PTY from the server, its note
     /// and a `typed` record on the typing connection first, and no answer is expected; with
-    /// output left unread, or input not all typed yet, it goes through the holder.
+    /// output left unread, a command too long for the typing connection, or input not all
+    /// typed yet, it goes through the holder.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_command_is_typed_into_the_pty_when_the_holder_gave_its_master() -> std::io::Result<()>
     {
         let dir = tempfile::tempdir()?;
-        let path = dir.path().join("holder.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path)?;
-        let (mut link, _lines) = HolderLink::connect(&path, Seq(0)).await?;
-        let (main, _) = listener.accept()?;
         let (master, slave) = crate::holder::open_pty_pair(80, 24)?;
-        let mut holder = FakeHolder {
-            main: std::io::BufReader::new(main),
-            typing: None,
-            listener,
-            master,
-            slave,
-            counter: TypingCounter::create()?,
-        };
-        assert!(matches!(
-            FakeHolder::line(&mut holder.main)?,
-            HolderRequest::Hello { .. }
-        ));
-        assert!(matches!(
-            FakeHolder::line(&mut holder.main)?,
-            HolderRequest::Subscribe { .. }
-        ));
-        let holder = std::sync::Arc::new(std::sync::Mutex::new(holder));
-
-        // The first command asks for the master (the fake holder answers on its thread).
-        let giver = std::thread::spawn({
-            let holder = holder.clone();
-            move || {
-                holder
-                    .lock()
-                    .map_err(|_| std::io::Error::other("poisoned"))?
-                    .give_master()
-            }
-        });
-        let expects_answer = link.type_command(note(1), b"echo hi\r", None, true).await?;
-        giver
-            .join()
-            .map_err(|_| std::io::Error::other("giver panicked"))??;
+        let (mut link, mut holder, expects_answer) =
+            typed_first(dir.path(), master, slave, b"echo hi\r").await?;
         assert!(
             !expects_answer,
             "typed by the server: no input_result comes"
         );
-        // The giver is done: the fake holder is this test's alone again.
-        let mut holder = std::sync::Arc::try_unwrap(holder)
-            .map_err(|_| std::io::Error::other("still shared"))?
-            .into_inner()
-            .map_err(|_| std::io::Error::other("poisoned"))?;
         assert_eq!(
             holder.counter.get(),
             1,
             "the record was counted before the bytes went"
         );
-        let typing = holder
-            .typing
-            .as_mut()
-            .ok_or_else(|| std::io::Error::other("no typing"))?;
-        assert_eq!(FakeHolder::line(typing)?, HolderRequest::Note(note(1)));
+        assert_eq!(line(&mut holder.typing)?, HolderRequest::Note(note(1)));
         assert_eq!(
-            FakeHolder::line(typing)?,
+            line(&mut holder.typing)?,
             HolderRequest::Typed {
                 data: b"echo hi\r".to_vec(),
                 source: None
             }
         );
-        assert_eq!(
-            holder.typed_in()?,
-            b"echo hi\n",
-            "the program got the command"
-        );
+        let mut typed_in = vec![0u8; 4096];
+        let n = rustix::io::read(&holder.slave, &mut typed_in)?;
+        assert_eq!(&typed_in[..n], b"echo hi\n", "the program got the command");
 
-        // Output the holder has not read yet: the command goes through the holder, after it.
+        // Output the holder has not read yet (the echo, and more): the command goes through
+        // the holder, after it.
         rustix::io::write(&holder.slave, b"late output\n")?;
-        let expects_answer = link.type_command(note(2), b"true\r", None, true).await?;
-        assert!(expects_answer);
-        assert_eq!(
-            FakeHolder::line(&mut holder.main)?,
-            HolderRequest::Note(note(2))
-        );
-        match FakeHolder::line(&mut holder.main)? {
+        assert!(link.type_command(note(2), b"true\r", None, true).await?);
+        assert_eq!(line(&mut holder.main)?, HolderRequest::Note(note(2)));
+        match line(&mut holder.main)? {
             HolderRequest::Input {
                 data,
                 is_logged,
@@ -701,26 +681,49 @@ mod tests {
         // A command too long for the typing connection: through the holder.
         let long = vec![b'x'; TYPED_RECORDS_MAX_BYTES];
         assert!(link.type_command(note(4), &long, None, true).await?);
-        assert_eq!(
-            FakeHolder::line(&mut holder.main)?,
-            HolderRequest::Note(note(4))
-        );
+        assert_eq!(line(&mut holder.main)?, HolderRequest::Note(note(4)));
         assert!(matches!(
-            FakeHolder::line(&mut holder.main)?,
+            line(&mut holder.main)?,
             HolderRequest::Input { .. }
         ));
 
         // Input sent before and not answered yet: through the holder, in order.
-        let expects_answer = link.type_command(note(3), b"ls\r", None, false).await?;
-        assert!(expects_answer);
-        assert_eq!(
-            FakeHolder::line(&mut holder.main)?,
-            HolderRequest::Note(note(3))
-        );
+        assert!(link.type_command(note(3), b"ls\r", None, false).await?);
+        assert_eq!(line(&mut holder.main)?, HolderRequest::Note(note(3)));
         assert!(matches!(
-            FakeHolder::line(&mut holder.main)?,
+            line(&mut holder.main)?,
             HolderRequest::Input { .. }
         ));
+        Ok(())
+    }
+
+    /// What the master does not take at once goes to the holder to queue, marked as logged
+    /// already (the `typed` record says all of it). A socket stands for the master here: one
+    /// that is full takes nothing, every time.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_the_pty_does_not_take_is_queued_by_the_holder_and_logged_once()
+    -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (full, reader) = StdStream::pair()?;
+        full.set_nonblocking(true)?;
+        while rustix::io::write(&full, &[b'z'; 4096]).is_ok() {}
+        let (_link, mut holder, expects_answer) =
+            typed_first(dir.path(), full.into(), reader.into(), b"echo hi\r").await?;
+        assert!(expects_answer, "the holder answers the rest's input");
+        assert_eq!(line(&mut holder.typing)?, HolderRequest::Note(note(1)));
+        assert!(matches!(
+            line(&mut holder.typing)?,
+            HolderRequest::Typed { .. }
+        ));
+        match line(&mut holder.main)? {
+            HolderRequest::Input {
+                data, is_logged, ..
+            } => {
+                assert_eq!(data, b"echo hi\r", "what the master did not take");
+                assert!(is_logged, "the typed record logged it already");
+            }
+            other => panic!("{other:?}"),
+        }
         Ok(())
     }
 }

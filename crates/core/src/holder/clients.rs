@@ -1,7 +1,8 @@
 //! The holder's subscribers: accepting connections on its socket, reading their request lines,
 //! and feeding each from the event log at its own offset, and the requests that mean the same
 //! in both holder loops (the PTY one and the tmux control-mode one): `hello`, `subscribe`,
-//! `note`, and the `pty.input` event of an `input`. What the other requests do is each loop's.
+//! and the `pty.input` event of an `input`. What the other requests do is each loop's (the PTY
+//! loop keeps an exec's `note` for the input after it; tmux's logs it at once, `log_note`).
 
 use std::io::{self, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -33,6 +34,20 @@ pub(super) struct Client {
 }
 
 impl Client {
+    /// A client on `stream`, which is non-blocking: nothing read, nothing queued, not
+    /// subscribed.
+    pub(super) fn new(stream: UnixStream) -> Self {
+        Self {
+            stream,
+            inbox: Vec::new(),
+            outbox: Vec::new(),
+            sent: 0,
+            cursor: None,
+            is_dead: false,
+            is_typist: false,
+        }
+    }
+
     /// Answers `hello` (the server speaks `version..=max_version`, or `version` alone): the
     /// protocol this holder picked, its pid and newest `seq`. With no version in common it
     /// answers its own newest, and the server stops there; `claim` (the spec's
@@ -157,15 +172,7 @@ pub(super) fn release_idle_buffers(clients: &mut [Client]) {
 pub(super) fn accept(listener: &UnixListener, clients: &mut Vec<Client>) {
     while let Ok((stream, _)) = listener.accept() {
         if stream.set_nonblocking(true).is_ok() {
-            clients.push(Client {
-                stream,
-                inbox: Vec::new(),
-                outbox: Vec::new(),
-                sent: 0,
-                cursor: None,
-                is_dead: false,
-                is_typist: false,
-            });
+            clients.push(Client::new(stream));
         }
     }
 }
@@ -299,16 +306,7 @@ mod tests {
         let (ours, theirs) = UnixStream::pair().unwrap_or_else(|e| panic!("pair: {e}"));
         ours.set_nonblocking(true)
             .unwrap_or_else(|e| panic!("nonblocking: {e}"));
-        let client = Client {
-            stream: ours,
-            inbox: Vec::new(),
-            outbox: Vec::new(),
-            sent: 0,
-            cursor: None,
-            is_dead: false,
-            is_typist: false,
-        };
-        (client, theirs)
+        (Client::new(ours), theirs)
     }
 
     #[test]

@@ -509,29 +509,14 @@ impl Holder {
         has_moved
     }
 
-    /// Handles what the typing connections sent (notes and `typed` requests only: nothing
-    /// there reads the PTY).
+    /// Handles what the typing connections sent (notes and `typed` requests only:
+    /// `handle_request` refuses anything else there, so nothing read there reads the PTY).
     fn read_typists(&mut self) {
         for i in 0..self.clients.len() {
-            if !self.clients[i].is_typist {
-                continue;
-            }
-            for line in clients::read_lines(&mut self.clients[i]) {
-                match serde_json::from_slice::<HolderRequest>(&line) {
-                    Ok(HolderRequest::Note(note)) => self.hold_note(note),
-                    Ok(HolderRequest::Typed { data, source }) => {
-                        self.log_typed(&data, source.as_ref());
-                    }
-                    Ok(_) => self.clients[i].send_message(&HolderMessage::Error {
-                        message: "a typing connection takes notes and typed input only".to_owned(),
-                    }),
-                    Err(error) => self.clients[i].send_message(&HolderMessage::Error {
-                        message: format!("bad request: {error}"),
-                    }),
-                }
+            if self.clients[i].is_typist {
+                self.read_client(i);
             }
         }
-        self.log_note();
     }
 
     /// Logs bytes the server wrote to the PTY itself (after the note before them); their
@@ -608,6 +593,18 @@ impl Holder {
     }
 
     fn handle_request(&mut self, i: usize, request: HolderRequest) {
+        if self.clients[i].is_typist
+            && !matches!(
+                request,
+                HolderRequest::Note(_) | HolderRequest::Typed { .. }
+            )
+        {
+            // Read from inside `read_master`: nothing here may read the PTY.
+            self.clients[i].send_message(&HolderMessage::Error {
+                message: "a typing connection takes notes and typed input only".to_owned(),
+            });
+            return;
+        }
         if request.is_awaited() {
             self.is_serve_due = true;
         }
