@@ -48,6 +48,8 @@ const REFUSED_EXIT_CODE: i32 = 2;
 const ABANDONED_EXIT_CODE: i32 = 130;
 /// At most this much of what follows a prompt is kept to find the prompt's text.
 const PROMPT_MAX_BYTES: usize = 4096;
+/// At most this many typed lines wait for the commands they start.
+const TYPED_LINES_MAX: usize = 16;
 /// An OSC longer than this is not a mark; it is passed through as text.
 const MARK_MAX_BYTES: usize = 4096;
 const PASTE_ON: &[u8] = b"\x1b[?2004h";
@@ -364,6 +366,11 @@ pub struct CommandTracker {
     typing_at: Option<(usize, usize)>,
     /// The last prompt known without an echo (an exec's `ps1`).
     last_prompt: String,
+    /// Lines typed at the prompt that no typed command has taken yet, oldest first: the
+    /// line's text, or `None` when editing keys left the echo the only witness.
+    typed_lines: VecDeque<Option<String>>,
+    /// The line being typed at the prompt (`None`: edited, or partly read by a program).
+    typing_line: Option<String>,
     timeline: VecDeque<TimelineEntry>,
 }
 
@@ -386,6 +393,8 @@ impl CommandTracker {
             marks_here: 0,
             typing_at: None,
             last_prompt: String::new(),
+            typed_lines: VecDeque::new(),
+            typing_line: Some(String::new()),
             timeline: VecDeque::new(),
         }
     }
@@ -397,9 +406,17 @@ impl CommandTracker {
         self.marks_here = 0;
     }
 
-    /// Someone types at the prompt: what the line shows from here on is their echo.
-    pub fn typing(&mut self) {
-        if self.phase == ShellPhase::Idle && self.typing_at.is_none() {
+    /// Someone types `data` at the terminal: what the line shows from here on is their echo,
+    /// and the lines it completes at the prompt are remembered by their text.
+    pub fn typing(&mut self, data: &[u8]) {
+        if self.phase != ShellPhase::Idle {
+            // A program reads what is typed now, or part of it: not a line for the prompt.
+            // The next line starts clean after a line end.
+            let is_line_end = data.last().is_some_and(|b| matches!(b, b'\r' | b'\n'));
+            self.typing_line = is_line_end.then(String::new);
+            return;
+        }
+        if self.typing_at.is_none() {
             let shown = self.since_prompt.text();
             let line = shown.matches('\n').count();
             let col = shown
@@ -409,6 +426,29 @@ impl CommandTracker {
                 .chars()
                 .count();
             self.typing_at = Some((line, col));
+        }
+        for c in String::from_utf8_lossy(data).chars() {
+            match c {
+                '\r' | '\n' => {
+                    // An empty line runs nothing (and `\r\n` ends one line).
+                    let line = self.typing_line.replace(String::new());
+                    if line.as_deref().is_none_or(|l| !l.trim().is_empty()) {
+                        if self.typed_lines.len() == TYPED_LINES_MAX {
+                            self.typed_lines.pop_front();
+                        }
+                        self.typed_lines.push_back(line);
+                    }
+                }
+                c if c.is_control() => self.typing_line = None,
+                c => {
+                    if let Some(line) = &mut self.typing_line {
+                        line.push(c);
+                        if line.len() > PROMPT_MAX_BYTES {
+                            self.typing_line = None;
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -681,10 +721,14 @@ impl CommandTracker {
             .to_owned()
     }
 
-    /// The text of a line someone typed, as the shell accepted it: what was echoed after the
-    /// point where typing began, else the line without the last known prompt.
-    fn typed_text(&self) -> String {
+    /// The text of a line someone typed, as the shell accepted it: the line as it was typed
+    /// when the screen shows it after the prompt, else what was echoed after the point where
+    /// typing began, else the line without the last known prompt.
+    fn typed_text(&mut self) -> String {
         let shown = self.since_prompt.text();
+        if let Some(typed) = self.take_typed_line(&shown) {
+            return typed;
+        }
         let (line, col) = self.typing_at.unwrap_or((0, 0));
         let line = shown.split('\n').nth(line).unwrap_or_default();
         let prompt = self.last_prompt.as_str();
@@ -700,6 +744,30 @@ impl CommandTracker {
             .filter(|_| !prompt.is_empty())
             .unwrap_or(&typed);
         typed.trim().to_owned()
+    }
+
+    /// The oldest remembered typed line that `shown` echoes after its prompt (at the end of a
+    /// line, after a blank or alone on it); it and the lines before it are taken. Exact
+    /// however the prompt changed or when it was drawn.
+    fn take_typed_line(&mut self, shown: &str) -> Option<String> {
+        let is_echoed = |typed: &str| {
+            shown.split('\n').any(|line| {
+                line.trim_end().strip_suffix(typed).is_some_and(|before| {
+                    before.is_empty() || before.ends_with(char::is_whitespace)
+                })
+            })
+        };
+        let found = self.typed_lines.iter().position(|line| {
+            line.as_deref()
+                .map(str::trim)
+                .is_some_and(|typed| !typed.is_empty() && is_echoed(typed))
+        });
+        let Some(found) = found else {
+            self.typed_lines.clear();
+            return None;
+        };
+        let taken = self.typed_lines.drain(..=found).next_back().flatten();
+        taken.map(|typed| typed.trim().to_owned())
     }
 
     /// Drops the last command's captured output (the terminal was closed; the log keeps it).

@@ -924,7 +924,7 @@ impl Actor {
                 reply,
             } => {
                 self.has_typed_input = true;
-                self.tracker.typing();
+                self.tracker.typing(&data);
                 if let Err(error) = self
                     .write_input_with(&data, discard_unread, source, Some(reply), None)
                     .await

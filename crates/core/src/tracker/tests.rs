@@ -136,7 +136,7 @@ fn a_typed_line_is_a_timeline_record_with_its_text_and_positions() {
     let mut tracker = CommandTracker::new(N);
     tracker.at(Seq(1), 10.0);
     tracker.feed(&[mark("A"), b"\x1b[?2004hroot@vm:/tmp# ".to_vec()].concat());
-    tracker.typing();
+    tracker.typing(b"ls -x\x7fl\r");
     tracker.at(Seq(2), 11.0);
     tracker.feed(b"ls -x\x08l\r\n");
     tracker.at(Seq(3), 11.5);
@@ -176,7 +176,7 @@ fn a_line_typed_before_its_prompt_was_seen_is_recorded_without_the_prompt() {
     // when the line is typed.
     tracker.submit("true", "true");
     tracker.feed(&[b"true\r\n".to_vec(), mark("C"), mark("D;0")].concat());
-    tracker.typing();
+    tracker.typing(b"echo typed\r");
     tracker.feed(&[prompt.clone(), b"echo typed\r\n".to_vec()].concat());
     tracker.feed(&[mark("C"), b"typed\r\n".to_vec(), mark("D;0"), mark("A")].concat());
     let entries: Vec<_> = tracker.timeline().cloned().collect();
@@ -184,6 +184,42 @@ fn a_line_typed_before_its_prompt_was_seen_is_recorded_without_the_prompt() {
         entries.last().map(|e| e.entry.command.as_str()),
         Some("echo typed")
     );
+}
+
+/// Typed after an exec changed the directory but before the new prompt was seen: the text is
+/// the typed line, not the new prompt in front of it; a line a program read, or one that ran
+/// nothing, never names a later command.
+#[test]
+fn a_line_typed_before_a_changed_prompt_was_seen_is_recorded_as_typed() {
+    let prompt = |dir: &str| {
+        [
+            mark("A"),
+            format!("\x1b[?2004hroot@vm:{dir}# ").into_bytes(),
+        ]
+        .concat()
+    };
+    let mut tracker = CommandTracker::new(N);
+    tracker.feed(&prompt("/tmp"));
+    tracker.submit("cd /usr", "cd /usr");
+    tracker.feed(&[b"cd /usr\r\n".to_vec(), mark("C"), mark("D;0")].concat());
+    tracker.typing(b"echo typed-$((40+2))\r");
+    tracker.feed(&mark("A"));
+    tracker.feed(b"\x1b[?2004hroot@vm:/usr# echo typed-$((40+2))\r\n");
+    tracker.feed(&[mark("C"), b"typed-42\r\n".to_vec(), mark("D;0")].concat());
+    let last = |t: &CommandTracker| t.timeline().last().map(|e| e.entry.command.clone());
+    assert_eq!(last(&tracker).as_deref(), Some("echo typed-$((40+2))"));
+
+    // A line typed to a running program, and a blank line, are not taken for the next one.
+    tracker.feed(&prompt("/usr"));
+    tracker.typing(b"   \r");
+    tracker.feed(&[b"\r\n".to_vec(), prompt("/usr")].concat());
+    tracker.typing(b"read x\r");
+    tracker.feed(&[b"read x\r\n".to_vec(), mark("C")].concat());
+    tracker.typing(b"ls\r");
+    tracker.feed(&[b"ls\r\n".to_vec(), mark("D;0"), prompt("/usr")].concat());
+    tracker.typing(b"echo ls\r");
+    tracker.feed(&[b"echo ls\r\n".to_vec(), mark("C"), mark("D;0")].concat());
+    assert_eq!(last(&tracker).as_deref(), Some("echo ls"));
 }
 
 /// A replay that meets the notes the live tracker had the holder log rebuilds the same
