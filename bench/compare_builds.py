@@ -15,6 +15,9 @@ one write) and `GET /healthz` on the same connection (10 per batch: the HTTP flo
 part* = exec p50 − healthz p50 − the bare shell's p50, as in `run.py`. The report goes to
 bench/results/<UTC timestamp>-compare.md (and .json) unless `--out` says otherwise.
 
+`--ws` also measures each build's exec frames on one WebSocket (an `attach` connection with
+binary output, as `run.py` does), as system `LABEL ws` with its own server and terminal.
+
 `--shell sh` runs that shell instead of bash in every system (the bare one, tmux's, ptyhub's).
 
 `--workload throughput`: `seq 1 3000000` and `cat` of the 100 MB mixed file (`--seq-n`,
@@ -66,6 +69,11 @@ def measure(args, binaries: list[tuple[str, Path]]) -> dict:
             hub.rt_open()
             hubs[label] = hub
             systems[label] = (hub.rt_op, hub.rt_close)
+            if args.ws:
+                ws = Ptyhub(env, binary, f"{label}-ws")
+                ws.rt_ws_open()
+                hubs[f"{label} ws"] = ws
+                systems[f"{label} ws"] = (ws.rt_ws_op, ws.rt_close)
         names = list(systems)
         for name in names:
             ops[name] = []
@@ -249,11 +257,19 @@ def report(result: dict, args, notes: list[str]) -> str:
         own = exec_p50 - median(ops[f"{label} healthz"]) - bare
         lines.append(f"| {label} | {exec_p50:.3f} | {own:.3f} | {exec_p50 / tmux:.2f}x | "
                      f"{exec_p50 / first:.3f} |")
+    if args.ws:
+        lines += ["", "| build | exec frame p50 ms | / tmux control mode | / first build |",
+                  "|---|---|---|---|"]
+        first_ws = median(ops[f"{result['builds'][0]} ws"])
+        for label in result["builds"]:
+            ws_p50 = median(ops[f"{label} ws"])
+            lines.append(f"| {label} ws | {ws_p50:.3f} | {ws_p50 / tmux:.2f}x | "
+                         f"{ws_p50 / first_ws:.3f} |")
     lines += ["", "CPU per exec (µs, each process's threads, from `/proc/PID/task/*/schedstat`, "
               "over all of its execs) and context switches per exec:", "",
               "| build | process | CPU µs/exec | switches/exec |", "|---|---|---|---|"]
-    for label in result["builds"]:
-        for role, (cpu, switches) in result.get("per_exec", {}).get(label, {}).items():
+    for label in result.get("per_exec", {}):
+        for role, (cpu, switches) in result["per_exec"][label].items():
             lines.append(f"| {label} | {role} | {cpu:.1f} | {switches:.2f} |")
     return "\n".join(lines) + "\n"
 
@@ -265,6 +281,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--batches", type=int, default=40)
     ap.add_argument("--per", type=int, default=50, help="execs per system per turn")
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--ws", action="store_true",
+                    help="also each build's exec frames on one WebSocket")
     ap.add_argument("--workload", choices=("roundtrip", "create", "throughput"),
                     default="roundtrip")
     ap.add_argument("--rounds", type=int, default=8, help="throughput rounds")

@@ -12,6 +12,7 @@
 //! memory_max = "4G"                  # default: no limit
 //! log_format = "json"                # human (default) or json (docs/operations.md#logs)
 //! metrics_listen = "127.0.0.1:9464"  # /metrics alone, without a token (default: none)
+//! workers = 2                        # threads serving requests (default: half the cores)
 //!
 //! [agent_env]                        # what new terminals get (default: PAGER=cat and the like)
 //! GIT_PAGER = "less -FRX"            # replaces a default
@@ -58,6 +59,8 @@ pub struct FileConfig {
     pub rootfs_dir: Option<PathBuf>,
     /// How log lines look: `human` or `json`.
     pub log_format: Option<String>,
+    /// The server's worker threads (1 to 1024).
+    pub workers: Option<usize>,
     /// A listener of its own for `/metrics`, without a token.
     pub metrics_listen: Option<SocketAddr>,
     /// Changes to the agent environment new terminals get (docs/compatibility.md#agent-env):

@@ -192,6 +192,67 @@ struct ServeArgs {
     /// is the operator's choice, so loopback or a private network. [default: none]
     #[arg(long, env = "PTYHUB_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
+    /// Threads that serve requests and follow terminals, 1 to 1024: the rest of the machine
+    /// runs the holders and shells they wait for (docs/operations.md#threads). [default: half
+    /// the cores, at least 1]
+    #[arg(long, env = "PTYHUB_WORKERS", value_parser = parse_workers)]
+    workers: Option<usize>,
+}
+
+/// The most worker threads `--workers` takes.
+const WORKERS_MAX: usize = 1024;
+
+/// `--workers` / `PTYHUB_WORKERS`.
+fn parse_workers(text: &str) -> Result<usize, String> {
+    text.trim()
+        .parse::<usize>()
+        .map_err(|_| format!("{text:?} is not a thread count from 1 to {WORKERS_MAX}"))
+        .and_then(check_workers)
+}
+
+/// A thread count of the server's runtime, from 1 to [`WORKERS_MAX`].
+fn check_workers(workers: usize) -> Result<usize, String> {
+    if (1..=WORKERS_MAX).contains(&workers) {
+        Ok(workers)
+    } else {
+        Err(format!(
+            "{workers} is not a thread count from 1 to {WORKERS_MAX}"
+        ))
+    }
+}
+
+/// Worker threads when none are asked for: half the cores. An exec passes through the server
+/// twice with a holder and a shell between, on the same cores; every hand-off between two
+/// workers costs a wake-up of both, and a single worker on two cores answers sooner and
+/// leaves the other core to them (bench/README.md, "One worker thread on two cores").
+fn workers_default() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| (cores.get() / 2).max(1))
+}
+
+/// What `serve` reads before its runtime starts (the runtime's size is in the config file).
+struct ServeStart {
+    state_path: PathBuf,
+    file: config::FileConfig,
+    workers: usize,
+}
+
+impl ServeStart {
+    fn load(args: &ServeArgs) -> anyhow::Result<Self> {
+        let state_path = args.state_dir.clone().unwrap_or_else(paths::state_dir);
+        let file = config::load(args.config.as_deref(), &state_path)?;
+        let workers = match (args.workers, file.workers) {
+            (Some(workers), _) => workers,
+            (None, Some(workers)) => {
+                check_workers(workers).map_err(|e| anyhow::anyhow!("config file: workers: {e}"))?
+            }
+            (None, None) => workers_default(),
+        };
+        Ok(Self {
+            state_path,
+            file,
+            workers,
+        })
+    }
 }
 
 /// How log lines look (`--log-format`).
@@ -290,28 +351,35 @@ fn main() -> std::process::ExitCode {
     } else {
         Vec::new()
     };
-    let mut builder = match cli.command {
-        Command::Serve(_) => tokio::runtime::Builder::new_multi_thread(),
-        _ => tokio::runtime::Builder::new_current_thread(),
+    let start = match &cli.command {
+        Command::Serve(args) => match ServeStart::load(args) {
+            Ok(start) => Some(start),
+            Err(error) => return failed(&error),
+        },
+        _ => None,
+    };
+    let mut builder = match &start {
+        Some(start) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(start.workers);
+            builder
+        }
+        None => tokio::runtime::Builder::new_current_thread(),
     };
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
-        Err(error) => {
-            #[allow(
-                clippy::print_stderr,
-                reason = "the binary's last word before its exit code"
-            )]
-            {
-                eprintln!("ptyhub: cannot start the runtime: {error}");
-            }
-            return exit_code(1);
-        }
+        Err(error) => return failed(&anyhow::anyhow!("cannot start the runtime: {error}")),
     };
     let outcome = runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => serve(*args, cli.socket, cli.log_format, priority_refused)
-                .await
-                .map(|()| 0),
+            Command::Serve(args) => match start {
+                Some(start) => serve(*args, start, cli.socket, cli.log_format, priority_refused)
+                    .await
+                    .map(|()| 0),
+                None => Err(anyhow::anyhow!(
+                    "the server's start-up settings were not read"
+                )),
+            },
             Command::Terminal(command) => {
                 let socket = cli
                     .socket
@@ -340,17 +408,20 @@ fn main() -> std::process::ExitCode {
     runtime.shutdown_timeout(Duration::from_millis(100));
     match outcome {
         Ok(code) => exit_code(code),
-        Err(error) => {
-            #[allow(
-                clippy::print_stderr,
-                reason = "the binary's last word before its exit code"
-            )]
-            {
-                eprintln!("ptyhub: {error:#}");
-            }
-            exit_code(1)
-        }
+        Err(error) => failed(&error),
     }
+}
+
+/// Says why the binary stops, as its last word before exit code 1.
+fn failed(error: &anyhow::Error) -> std::process::ExitCode {
+    #[allow(
+        clippy::print_stderr,
+        reason = "the binary's last word before its exit code"
+    )]
+    {
+        eprintln!("ptyhub: {error:#}");
+    }
+    exit_code(1)
 }
 
 /// A byte count with an optional binary suffix (`262144`, `256K`, `64MiB`), at least
@@ -421,12 +492,16 @@ fn exit_code(code: i32) -> std::process::ExitCode {
 
 async fn serve(
     args: ServeArgs,
+    start: ServeStart,
     socket: Option<PathBuf>,
     log_format: Option<LogFormat>,
     priority_refused: Vec<String>,
 ) -> anyhow::Result<()> {
-    let state_path = args.state_dir.unwrap_or_else(paths::state_dir);
-    let file = config::load(args.config.as_deref(), &state_path)?;
+    let ServeStart {
+        state_path,
+        file,
+        workers,
+    } = start;
     init_logs(match log_format {
         Some(format) => format,
         None => file.log_format()?.unwrap_or_default(),
@@ -578,7 +653,7 @@ async fn serve(
         .map(|addr| format!("  metrics: http://{addr}/metrics\n"))
         .unwrap_or_default();
     let banner = format!(
-        "ptyhub {} serving\n{warning}  url:    {url}\n  web:    {web}\n  token:  {token}\n  state:  {}\n  socket: {}\n{metrics}  terminals found: {rediscovered}\n",
+        "ptyhub {} serving\n{warning}  url:    {url}\n  web:    {web}\n  token:  {token}\n  state:  {}\n  socket: {}\n{metrics}  workers: {workers}\n  terminals found: {rediscovered}\n",
         env!("CARGO_PKG_VERSION"),
         state_path.display(),
         socket_path.display()

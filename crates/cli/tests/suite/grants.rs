@@ -179,6 +179,7 @@ async fn a_bad_config_file_is_refused_with_the_reason() {
     let path = dir.path().join("config.toml");
     for (text, mode, reason) in [
         ("nonsense = 1\n", 0o600, "not valid"),
+        ("workers = 0\n", 0o600, "not a thread count from 1 to 1024"),
         (
             "[[tokens]]\ntoken = \"short\"\nowner = \"bot\"\n",
             0o600,

@@ -1,5 +1,6 @@
 //! Live-terminal limits: the least recently used idle terminal makes room, LIMIT_EXCEEDED when
-//! every terminal is busy, idle terminals close; history stays on disk.
+//! every terminal is busy, idle terminals close; history stays on disk. And the server's own
+//! size: the worker threads it is given.
 
 use serde_json::json;
 
@@ -96,4 +97,30 @@ async fn unused_terminals_close_after_the_idle_limit() {
     );
     let info = get(&client, "/v2/pty/sessions/forgotten").await;
     assert_eq!(data(&info)["instance"], 2);
+}
+
+/// The threads of the server's runtime, by their name.
+fn worker_threads(hub: &Ptyhub) -> usize {
+    let pid = hub.server_pid().unwrap_or_else(|| panic!("no server pid"));
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/task: {e}"));
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+        .filter(|name| name.trim() == "tokio-rt-worker")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_runs_the_worker_threads_it_is_given() {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let hub = start_with(&[]);
+    assert_eq!(worker_threads(&hub), (cores / 2).max(1), "half the cores");
+    let hub = start_with(&["--workers", "3"]);
+    assert_eq!(worker_threads(&hub), 3);
+    // And they serve: an exec answers.
+    let client = hub.http();
+    create(&client, json!({ "id": "w" })).await;
+    let answer = exec_raw(&client, "w", json!({ "command": "echo on-three" })).await;
+    assert_eq!(data(&answer)["output"], "on-three");
 }
