@@ -457,6 +457,24 @@ impl CommandTracker {
         self.timeline.iter()
     }
 
+    /// Finished command `id`. Ids only grow along the timeline, so the search from the newest
+    /// stops at the first older one: a live command's lookup does not walk its history.
+    pub fn finished(&self, id: u64) -> Option<&TimelineEntry> {
+        self.timeline
+            .iter()
+            .rev()
+            .take_while(|t| t.entry.id >= id)
+            .find(|t| t.entry.id == id)
+    }
+
+    fn finished_mut(&mut self, id: u64) -> Option<&mut TimelineEntry> {
+        self.timeline
+            .iter_mut()
+            .rev()
+            .take_while(|t| t.entry.id >= id)
+            .find(|t| t.entry.id == id)
+    }
+
     /// The id the next command gets.
     pub fn next_id(&self) -> u64 {
         self.next_id
@@ -490,12 +508,7 @@ impl CommandTracker {
             }
         }
         // A short command may have finished before its note came: its entry learns it too.
-        if let Some(done) = self
-            .timeline
-            .iter_mut()
-            .rev()
-            .find(|t| t.entry.id == note.id)
-        {
+        if let Some(done) = self.finished_mut(note.id) {
             if done.entry.cwd.is_none() {
                 done.entry.cwd.clone_from(&note.cwd);
             }

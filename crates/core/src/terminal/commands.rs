@@ -495,7 +495,7 @@ impl Actor {
         {
             return Some(source(entry, start, None));
         }
-        let done = self.tracker.timeline().rev().find(|t| t.entry.id == id)?;
+        let done = self.tracker.finished(id)?;
         Some(source(
             done.entry.clone(),
             done.output_start,

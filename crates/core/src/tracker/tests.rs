@@ -222,6 +222,55 @@ fn a_line_typed_before_a_changed_prompt_was_seen_is_recorded_as_typed() {
     assert_eq!(last(&tracker).as_deref(), Some("echo ls"));
 }
 
+/// Finished commands are found by id, the oldest as the newest, and a note of a new command
+/// finds none of them (its search stops at the first older id).
+#[test]
+fn finished_commands_are_found_by_id_however_long_the_history() {
+    let mut tracker = CommandTracker::new(N);
+    tracker.feed(&mark("A"));
+    for i in 0..50 {
+        let command = format!("echo {i}");
+        tracker.submit(&command, &command);
+        tracker.feed(&[mark("C"), mark(&format!("D;{}", i % 3)), mark("A")].concat());
+    }
+    assert_eq!(
+        tracker.finished(1).map(|t| t.entry.exit_code),
+        Some(Some(0))
+    );
+    assert_eq!(
+        tracker.finished(50).map(|t| t.entry.exit_code),
+        Some(Some(1))
+    );
+    assert!(tracker.finished(51).is_none());
+    // A typed line that finished before its note came: its entry learns the note.
+    tracker.typing(b"ls\r");
+    tracker.feed(&[b"ls\r\n".to_vec(), mark("C"), mark("D;0"), mark("A")].concat());
+    let typed = CommandNote {
+        id: 51,
+        origin: CommandOrigin::Typed,
+        command: "ls".to_owned(),
+        shell_text: None,
+        cwd: Some("/home".to_owned()),
+    };
+    tracker.note(&typed, str::to_owned);
+    let entry = tracker.finished(51).map(|t| t.entry.clone());
+    assert_eq!(entry.and_then(|e| e.cwd).as_deref(), Some("/home"));
+    let note = CommandNote {
+        id: 52,
+        origin: CommandOrigin::Exec,
+        command: "pwd".to_owned(),
+        shell_text: None,
+        cwd: Some("/srv".to_owned()),
+    };
+    tracker.note(&note, str::to_owned);
+    assert!(
+        tracker
+            .timeline()
+            .all(|t| t.entry.cwd.as_deref() != Some("/srv"))
+    );
+    assert_eq!(tracker.current().map(|r| r.id), Some(52));
+}
+
 /// A replay that meets the notes the live tracker had the holder log rebuilds the same
 /// timeline and console: same ids, texts, directories and exit codes.
 #[test]
