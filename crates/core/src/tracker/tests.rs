@@ -245,24 +245,20 @@ fn finished_commands_are_found_by_id_however_long_the_history() {
     // A typed line that finished before its note came: its entry learns the note.
     tracker.typing(b"ls\r");
     tracker.feed(&[b"ls\r\n".to_vec(), mark("C"), mark("D;0"), mark("A")].concat());
-    let typed = CommandNote {
-        id: 51,
-        origin: CommandOrigin::Typed,
-        command: "ls".to_owned(),
+    let note = |id, origin, command: &str, cwd: &str| CommandNote {
+        id,
+        origin,
+        command: command.to_owned(),
         shell_text: None,
-        cwd: Some("/home".to_owned()),
+        cwd: Some(cwd.to_owned()),
     };
-    tracker.note(&typed, str::to_owned);
+    tracker.note(
+        &note(51, CommandOrigin::Typed, "ls", "/home"),
+        str::to_owned,
+    );
     let entry = tracker.finished(51).map(|t| t.entry.clone());
     assert_eq!(entry.and_then(|e| e.cwd).as_deref(), Some("/home"));
-    let note = CommandNote {
-        id: 52,
-        origin: CommandOrigin::Exec,
-        command: "pwd".to_owned(),
-        shell_text: None,
-        cwd: Some("/srv".to_owned()),
-    };
-    tracker.note(&note, str::to_owned);
+    tracker.note(&note(52, CommandOrigin::Exec, "pwd", "/srv"), str::to_owned);
     assert!(
         tracker
             .timeline()
