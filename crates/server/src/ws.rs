@@ -38,6 +38,11 @@ mod writer;
 
 /// Largest frame or message a client may send.
 const CLIENT_MESSAGE_MAX_BYTES: usize = 1024 * 1024;
+/// At most this much is read from a client's socket at a time. The WebSocket codec zeroes the
+/// room of each read before it reads (its default, 128 KiB, cost two 128 KiB fills per client
+/// frame, one for the frame and one for the read that finds no more); a larger frame still
+/// arrives whole, in more reads.
+const CLIENT_READ_BYTES: usize = 16 * 1024;
 /// The server pings every client this often by default (`--ws-ping-secs`): under the 30 s
 /// and 60 s idle timeouts that proxies and load balancers commonly apply, so a quiet
 /// connection through one stays open on both of its legs (docs/scale-out.md)…
@@ -128,6 +133,7 @@ fn require(principal: &Principal, mode: LiveMode) -> Result<(), ApiError> {
 fn upgrade(ws: WebSocketUpgrade) -> WebSocketUpgrade {
     ws.max_message_size(CLIENT_MESSAGE_MAX_BYTES)
         .max_frame_size(CLIENT_MESSAGE_MAX_BYTES)
+        .read_buffer_size(CLIENT_READ_BYTES)
 }
 
 /// What an admitted connection is: its transport, its options, and what its `resize` frames

@@ -996,6 +996,20 @@ async fn protocol_errors_close_with_their_codes_and_only_objects_are_frames() {
     socket.send_header_claiming(2 * 1024 * 1024).await;
     assert_eq!(socket.close_code().await.0, Some(1009));
 
+    // A frame just within the bound arrives whole, in many reads: a ping padded to 1,000,000
+    // bytes is answered.
+    let mut socket = RawSocket::connect(&hub, &path).await;
+    socket.texts_until("\"ready\"").await;
+    let mut padded = br#"{"type":"ping","timestamp":"whole-frame""#.to_vec();
+    padded.resize(1_000_000 - 1, b' ');
+    padded.push(b'}');
+    socket.send(0x81, &padded).await;
+    let texts = socket.texts_until("\"pong\"").await;
+    assert!(
+        texts.last().is_some_and(|t| t.contains("whole-frame")),
+        "{texts:?}"
+    );
+
     // A JSON array (or any value but an object) is refused with an error frame and typed
     // nowhere; the connection goes on.
     let mut socket = RawSocket::connect(&hub, &path).await;
