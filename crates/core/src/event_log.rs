@@ -133,7 +133,15 @@ pub struct EventLog {
     cut_at_open: u64,
     /// A failed append left part of a line the file could not be cut back from yet.
     is_tail_torn: bool,
+    /// The lines last appended to the active segment, from global offset `recent_at` (at most
+    /// [`RECENT_MAX_BYTES`]): a reader that is caught up (a holder's subscribers nearly always
+    /// are) gets them from memory instead of reading back what was just written.
+    recent: Vec<u8>,
+    recent_at: u64,
 }
+
+/// At most this much of the last appended lines is kept in memory for [`EventLog::read_lines`].
+const RECENT_MAX_BYTES: usize = 64 * 1024;
 
 impl EventLog {
     /// Opens (or creates) the log in the terminal directory `dir`, keeping about `keep` bytes:
@@ -161,6 +169,8 @@ impl EventLog {
             index: Vec::new(),
             cut_at_open: 0,
             is_tail_torn: false,
+            recent: Vec::new(),
+            recent_at: 0,
         };
         let mut base = 0;
         for (_, path) in list_segments(dir)? {
@@ -313,7 +323,30 @@ impl EventLog {
         }
         self.active.len += line.len() as u64;
         self.last_seq = seq;
+        self.keep_recent(offset, line);
         Ok(seq)
+    }
+
+    /// Keeps `line`, just written at `offset`, with the lines before it in memory while they
+    /// follow on and fit.
+    fn keep_recent(&mut self, offset: u64, line: &[u8]) {
+        let is_next = self.recent_at + self.recent.len() as u64 == offset;
+        if !is_next || self.recent.len() + line.len() > RECENT_MAX_BYTES {
+            self.recent.clear();
+            self.recent_at = offset;
+        }
+        if line.len() <= RECENT_MAX_BYTES {
+            self.recent.extend_from_slice(line);
+        } else {
+            self.recent_at = offset + line.len() as u64;
+        }
+    }
+
+    /// Readers had the last lines: they are read from the file from now on, and their memory
+    /// goes (an idle holder stays small; a busy one allocates it again for the next lines).
+    pub fn forget_recent(&mut self) {
+        self.recent_at += self.recent.len() as u64;
+        self.recent = Vec::new();
     }
 
     /// Renames the active segment to its rotated name, starts a new `events.jsonl`, and
@@ -343,6 +376,8 @@ impl EventLog {
         old.path = rotated_path;
         self.rotated.push_back(old);
         self.active_first = None;
+        // What a read gives never passes a segment's end.
+        self.forget_recent();
         self.trim();
         Ok(())
     }
@@ -422,6 +457,9 @@ impl EventLog {
     /// of a segment, and returns the offset after the last line copied.
     pub fn read_lines(&self, offset: u64, max: usize, out: &mut Vec<u8>) -> io::Result<u64> {
         let offset = offset.max(self.start());
+        if let Some(next) = self.read_recent(offset, max, out) {
+            return Ok(next);
+        }
         let Some(segment) = self.segment_at(offset) else {
             return Ok(offset);
         };
@@ -455,6 +493,22 @@ impl EventLog {
         };
         out.truncate(start + whole);
         Ok(offset + whole as u64)
+    }
+}
+
+impl EventLog {
+    /// [`Self::read_lines`] from the lines kept in memory, when they hold `offset` (a line's
+    /// start): whole lines up to about `max` bytes (one longer line whole).
+    fn read_recent(&self, offset: u64, max: usize, out: &mut Vec<u8>) -> Option<u64> {
+        let local = usize::try_from(offset.checked_sub(self.recent_at)?).ok()?;
+        let kept = self.recent.get(local..).filter(|kept| !kept.is_empty())?;
+        let window = &kept[..kept.len().min(max.max(1))];
+        let whole = match window.iter().rposition(|&b| b == b'\n') {
+            Some(last_nl) => last_nl + 1,
+            None => kept.iter().position(|&b| b == b'\n')? + 1,
+        };
+        out.extend_from_slice(&kept[..whole]);
+        Some(offset + whole as u64)
     }
 }
 

@@ -475,3 +475,48 @@ fn a_seq_of_twenty_digits_reads_from_the_prefix() {
         assert_eq!(parse_seq_prefix(line.as_bytes()), None, "{line}");
     }
 }
+
+/// The lines just appended are read back from memory exactly as from the file: the same bytes
+/// and the same next offset for every start and size, a line longer than the size whole, and
+/// a line too long to keep read from the file.
+#[test]
+fn the_last_lines_read_from_memory_as_from_the_file() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_MIN_BYTES)?;
+    log.append(output("before"))?;
+    log.forget_recent();
+    let first = log.len();
+    for i in 0..40usize {
+        log.append(output(&"m".repeat(i * 37 % 900)))?;
+    }
+    let read_all = |log: &EventLog, max: usize| -> io::Result<Vec<(u64, Vec<u8>)>> {
+        let mut cursor = first;
+        let mut reads = Vec::new();
+        while cursor < log.len() {
+            let mut out = Vec::new();
+            let next = log.read_lines(cursor, max, &mut out)?;
+            assert!(next > cursor, "no progress at {cursor} with {max}");
+            reads.push((next, out));
+            cursor = next;
+        }
+        Ok(reads)
+    };
+    for max in (1..3000).step_by(7).chain([4096, 100_000]) {
+        let from_memory = read_all(&log, max)?;
+        let kept = std::mem::take(&mut log.recent);
+        let from_file = read_all(&log, max)?;
+        log.recent = kept;
+        assert_eq!(from_memory, from_file, "max {max}");
+    }
+    // Earlier lines than the kept ones, and a line too long to keep, come from the file.
+    let mut out = Vec::new();
+    log.read_lines(0, 100_000, &mut out)?;
+    assert!(line_seqs(&out).starts_with(&[1, 2]));
+    let long_at = log.len();
+    log.append(output(&"L".repeat(RECENT_MAX_BYTES)))?;
+    assert!(log.recent.is_empty());
+    let mut out = Vec::new();
+    assert_eq!(log.read_lines(long_at, 10, &mut out)?, log.len());
+    assert_eq!(line_seqs(&out), vec![42]);
+    Ok(())
+}

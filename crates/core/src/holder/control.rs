@@ -345,6 +345,7 @@ impl ControlHolder {
             |flags: PollFlags| flags.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR);
         if n == 0 && self.has_heap_activity {
             clients::release_idle_buffers(&mut self.clients);
+            self.log.forget_recent();
             crate::memory::hand_back_idle_memory();
             self.has_heap_activity = false;
         }
@@ -385,6 +386,7 @@ impl ControlHolder {
         }
         clients::announce_storage(&mut self.clients, &mut self.log);
         clients::serve(&mut self.clients, &self.log);
+        self.log.forget_recent();
         if matches!(self.phase, Phase::Running) && self.last_cwd_check.elapsed() >= CWD_CHECK_EVERY
         {
             self.refresh_cwd();

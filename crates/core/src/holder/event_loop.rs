@@ -251,6 +251,7 @@ impl Holder {
             |flags: PollFlags| flags.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR);
         if n == 0 && !is_hold_wait && self.has_heap_activity {
             clients::release_idle_buffers(&mut self.clients);
+            self.log.forget_recent();
             if self.input.is_empty() {
                 self.input = VecDeque::new();
             }
@@ -828,6 +829,7 @@ impl Holder {
         }
         clients::announce_storage(&mut self.clients, &mut self.log);
         clients::serve(&mut self.clients, &self.log);
+        self.log.forget_recent();
     }
 }
 

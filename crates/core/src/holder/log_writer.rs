@@ -109,6 +109,13 @@ impl LogWriter {
     pub(super) fn is_refusing(&self) -> bool {
         self.stall.is_some()
     }
+
+    /// The lines kept in memory for the subscribers go (see [`EventLog::forget_recent`]): once
+    /// they were served, and when the holder goes idle (an event logged after the last serve
+    /// would otherwise keep a page of heap through the idle trim).
+    pub(super) fn forget_recent(&mut self) {
+        self.log.forget_recent();
+    }
 }
 
 impl Deref for LogWriter {
