@@ -128,11 +128,20 @@ impl HolderLines {
         loop {
             let mut ready = self.reader.readable().await?;
             let buf = &mut self.buf;
+            let room = buf.capacity() - buf.len();
             match ready.try_io(|socket| {
                 rustix::io::read(socket.get_ref(), rustix::buffer::spare_capacity(buf))
                     .map_err(std::io::Error::from)
             }) {
-                Ok(read) => return read,
+                Ok(read) => {
+                    // Less than there was room for: the socket is empty, and the next read
+                    // waits for the runtime to say otherwise instead of finding nothing
+                    // (readiness that came since the wait began is kept).
+                    if read.as_ref().is_ok_and(|&n| n > 0 && n < room) {
+                        ready.clear_ready();
+                    }
+                    return read;
+                }
                 Err(_would_block) => {}
             }
         }
@@ -487,6 +496,42 @@ mod tests {
             lines.next().await.is_none(),
             "the holder's end ends the lines"
         );
+        Ok(())
+    }
+
+    /// Each line alone, the reader waiting in between: a read that took less than it had room
+    /// for ends the socket's readiness, and the next line still wakes it (none is lost, in
+    /// either order of the write and the wait).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_line_after_a_short_read_wakes_the_reader() -> std::io::Result<()> {
+        let (ours, mut theirs) = UnixStream::pair()?;
+        let mut lines = HolderLines::new(ours.into_std()?)?;
+        for i in 1..=200u64 {
+            let mut bytes = Vec::new();
+            let event = Event {
+                seq: Seq(i),
+                ts: 0.0,
+                kind: EventKind::Output {
+                    data: vec![b'x'; 10],
+                },
+            };
+            event
+                .write_json_line(&mut bytes)
+                .map_err(std::io::Error::other)?;
+            let wait = tokio::time::timeout(Duration::from_secs(10), lines.next());
+            let write = async {
+                if i % 2 == 0 {
+                    tokio::task::yield_now().await;
+                }
+                theirs.write_all(&bytes).await
+            };
+            let (line, written) = tokio::join!(wait, write);
+            written?;
+            match line {
+                Ok(Some(HolderLine::Event(event))) => assert_eq!(event.seq, Seq(i)),
+                other => panic!("line {i}: {other:?}"),
+            }
+        }
         Ok(())
     }
 

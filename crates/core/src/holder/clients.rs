@@ -187,6 +187,7 @@ const CLIENT_READ_BYTES: usize = 4096;
 pub(super) fn read_lines(client: &mut Client) -> Vec<Vec<u8>> {
     loop {
         client.inbox.reserve(CLIENT_READ_BYTES);
+        let room = client.inbox.capacity() - client.inbox.len();
         match rustix::io::read(
             &client.stream,
             rustix::buffer::spare_capacity(&mut client.inbox),
@@ -195,6 +196,9 @@ pub(super) fn read_lines(client: &mut Client) -> Vec<Vec<u8>> {
                 client.is_dead = true;
                 break;
             }
+            // Less than there was room for: the socket is empty for now, and the next poll
+            // says when it is not (no read that only finds nothing).
+            Ok(n) if n < room => break,
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => {}
             Err(rustix::io::Errno::AGAIN) => break,
