@@ -223,8 +223,9 @@ fn check_workers(workers: usize) -> Result<usize, String> {
 
 /// Worker threads when none are asked for: half the cores. An exec passes through the server
 /// twice with a holder and a shell between, on the same cores; every hand-off between two
-/// workers costs a wake-up of both, and a single worker on two cores answers sooner and
-/// leaves the other core to them (bench/README.md, "One worker thread on two cores").
+/// workers costs a wake-up of both, and a single worker on two cores leaves the other core to
+/// them: less CPU per exec, sooner WebSocket answers, faster creates and fan-out, REST about
+/// the same (bench/README.md, "One worker thread on two cores").
 fn workers_default() -> usize {
     std::thread::available_parallelism().map_or(1, |cores| (cores.get() / 2).max(1))
 }
