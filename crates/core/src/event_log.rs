@@ -494,9 +494,7 @@ impl EventLog {
         out.truncate(start + whole);
         Ok(offset + whole as u64)
     }
-}
 
-impl EventLog {
     /// [`Self::read_lines`] from the lines kept in memory, when they hold `offset` (a line's
     /// start): whole lines up to about `max` bytes (one longer line whole).
     fn read_recent(&self, offset: u64, max: usize, out: &mut Vec<u8>) -> Option<u64> {
