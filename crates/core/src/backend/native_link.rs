@@ -216,64 +216,75 @@ impl HolderLink {
                 None => Typist::Refused,
             };
         }
-        let typed_at_once = match &self.typist {
-            Typist::Ready {
-                stream,
-                master,
-                counter,
-            } if is_queue_clear && rustix::io::ioctl_fionread(master).is_ok_and(|n| n == 0) => {
-                // The holder reads the records when it next wakes, after the bytes are typed:
-                // where the command starts is read here, before (the shell at its prompt is
-                // the terminal's foreground group).
-                let mut note = note.clone();
-                if note.cwd.is_none() {
-                    note.cwd = rustix::termios::tcgetpgrp(master).ok().and_then(|shell| {
-                        u32::try_from(shell.as_raw_nonzero().get())
-                            .ok()
-                            .and_then(crate::process::cwd)
-                    });
-                }
-                let records = lines_of(&[
-                    HolderRequest::Note(note),
-                    HolderRequest::Typed {
-                        data: data.to_vec(),
-                        source: source.clone(),
-                    },
-                ])?;
-                if records.len() > TYPED_RECORDS_MAX_BYTES {
-                    None
-                } else {
-                    match write_all(stream, &records).await {
-                        Ok(()) => {
-                            counter.bump();
-                            Some(write_now(master, data))
-                        }
-                        Err(error) => {
-                            tracing::debug!(%error, "typing connection lost; typing through the holder");
-                            self.typist = Typist::Refused;
-                            None
-                        }
-                    }
-                }
-            }
-            _ => None,
+        let typed = if is_queue_clear {
+            self.type_into_pty(&note, data, source.as_ref()).await?
+        } else {
+            None
         };
-        let (requests, expects_result) = match typed_at_once {
+        let requests = match typed {
             Some(written) if written == data.len() => return Ok(false),
-            Some(written) => (
-                vec![HolderRequest::Input {
-                    data: data[written..].to_vec(),
-                    discard_unread: false,
-                    source,
-                    no_receipt: true,
-                    is_logged: true,
-                }],
-                true,
-            ),
-            None => (command_requests(note, data, source).to_vec(), true),
+            Some(written) => vec![HolderRequest::Input {
+                data: data[written..].to_vec(),
+                discard_unread: false,
+                source,
+                no_receipt: true,
+                is_logged: true,
+            }],
+            None => command_requests(note, data, source).to_vec(),
         };
         self.send_all(&requests).await?;
-        Ok(expects_result)
+        Ok(true)
+    }
+
+    /// Sends the note and a `typed` record on the typing connection, bumps the counter and
+    /// writes the bytes to the PTY: how many it took at once, or `None` when this link cannot
+    /// type now (no master, output waits unread, the records are too long, the connection
+    /// broke).
+    async fn type_into_pty(
+        &mut self,
+        note: &CommandNote,
+        data: &[u8],
+        source: Option<&InputSource>,
+    ) -> std::io::Result<Option<usize>> {
+        let Typist::Ready {
+            stream,
+            master,
+            counter,
+        } = &self.typist
+        else {
+            return Ok(None);
+        };
+        if !rustix::io::ioctl_fionread(master).is_ok_and(|n| n == 0) {
+            return Ok(None);
+        }
+        // The holder reads the records when it next wakes, after the bytes are typed: where
+        // the command starts is read here, before (the shell at its prompt is the terminal's
+        // foreground group).
+        let mut note = note.clone();
+        if note.cwd.is_none() {
+            note.cwd = rustix::termios::tcgetpgrp(master).ok().and_then(|shell| {
+                u32::try_from(shell.as_raw_nonzero().get())
+                    .ok()
+                    .and_then(crate::process::cwd)
+            });
+        }
+        let records = lines_of(&[
+            HolderRequest::Note(note),
+            HolderRequest::Typed {
+                data: data.to_vec(),
+                source: source.cloned(),
+            },
+        ])?;
+        if records.len() > TYPED_RECORDS_MAX_BYTES {
+            return Ok(None);
+        }
+        if let Err(error) = write_all(stream, &records).await {
+            tracing::debug!(%error, "typing connection lost; typing through the holder");
+            self.typist = Typist::Refused;
+            return Ok(None);
+        }
+        counter.bump();
+        Ok(Some(write_now(master, data)))
     }
 }
 

@@ -223,8 +223,7 @@ impl Actor {
         self.last_output_at = Instant::now();
         self.last_activity = state_dir::unix_now();
         let source = request.source.unwrap_or_else(InputSource::ptyhub);
-        self.write_input_with(&bytes, false, Some(source), None, Some(note))
-            .await?;
+        self.type_command(&bytes, source, note).await?;
         Ok(id)
     }
 

@@ -387,56 +387,67 @@ impl Actor {
         data: &[u8],
         ack: Option<InputAck>,
     ) -> Result<(), TerminalError> {
-        self.write_input_with(data, false, Some(InputSource::ptyhub()), ack, None)
+        self.write_input_with(data, false, Some(InputSource::ptyhub()), ack)
             .await
     }
 
     /// Sends bytes to the PTY, first discarding what was typed and is still unread when
     /// `discard_unread`. `ack` (a client's input request) is answered once the holder has
-    /// accepted or refused them; an error here is also sent to `ack`. `note` (an exec's) goes
-    /// in the same write, just before the bytes.
+    /// accepted or refused them; an error here is also sent to `ack`.
     pub(super) async fn write_input_with(
         &mut self,
         data: &[u8],
         discard_unread: bool,
         source: Option<InputSource>,
         ack: Option<InputAck>,
-        note: Option<CommandNote>,
+    ) -> Result<(), TerminalError> {
+        let input = HolderRequest::Input {
+            data: data.to_vec(),
+            discard_unread,
+            source,
+            // Only a client's receipt is waited for.
+            no_receipt: ack.is_none(),
+            is_logged: false,
+        };
+        let sent = match self.link.as_mut() {
+            Some(link) if !self.is_exited => link.send(&input).await.map(|()| true),
+            _ => return self.input_sent(Err(not_running(&self.meta)), ack),
+        };
+        self.input_sent(sent.map_err(host_gone), ack)
+    }
+
+    /// Types an exec's command: its `note` just before its bytes, nobody waiting for a
+    /// receipt; the link types it into the PTY itself where it can.
+    pub(super) async fn type_command(
+        &mut self,
+        data: &[u8],
+        source: InputSource,
+        note: CommandNote,
     ) -> Result<(), TerminalError> {
         // Every input sent before was typed: none waits for its answer, the last answer left
         // nothing queued.
         let is_queue_clear = self.input_acks.is_empty() && self.holder_input_pending == 0;
         let sent = match self.link.as_mut() {
-            Some(link) if !self.is_exited => match note {
-                // An exec's command: the link may type it into the PTY itself.
-                Some(note) if ack.is_none() && !discard_unread => {
-                    link.type_command(note, data, source, is_queue_clear).await
-                }
-                note => {
-                    let input = HolderRequest::Input {
-                        data: data.to_vec(),
-                        discard_unread,
-                        source,
-                        // Only a client's receipt is waited for.
-                        no_receipt: ack.is_none(),
-                        is_logged: false,
-                    };
-                    let requests = match note {
-                        Some(note) => vec![HolderRequest::Note(note), input],
-                        None => vec![input],
-                    };
-                    link.send_all(&requests).await.map(|()| true)
-                }
+            Some(link) if !self.is_exited => {
+                link.type_command(note, data, Some(source), is_queue_clear)
+                    .await
             }
-            .map_err(|e| TerminalError::HostGone {
-                detail: e.to_string(),
-            }),
-            _ => Err(not_running(&self.meta)),
+            _ => return self.input_sent(Err(not_running(&self.meta)), None),
         };
+        self.input_sent(sent.map_err(host_gone), None)
+    }
+
+    /// Records input handed to the host: `Ok(true)` when the host answers it with an
+    /// `input_result` (`ack` waits for that answer), `Ok(false)` when the link typed it itself
+    /// (no answer comes); an error goes to `ack` too.
+    fn input_sent(
+        &mut self,
+        sent: Result<bool, TerminalError>,
+        ack: Option<InputAck>,
+    ) -> Result<(), TerminalError> {
         match sent {
             Ok(expects_result) => {
                 self.last_activity = state_dir::unix_now();
-                // A command typed into the PTY by the link itself gets no answer.
                 if expects_result {
                     self.input_acks.push_back(ack);
                 }
@@ -449,5 +460,12 @@ impl Actor {
                 Err(error)
             }
         }
+    }
+}
+
+/// A link that failed to take a request: the host is gone.
+fn host_gone(error: std::io::Error) -> TerminalError {
+    TerminalError::HostGone {
+        detail: error.to_string(),
     }
 }

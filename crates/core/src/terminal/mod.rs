@@ -926,7 +926,7 @@ impl Actor {
                 self.has_typed_input = true;
                 self.tracker.typing(&data);
                 if let Err(error) = self
-                    .write_input_with(&data, discard_unread, source, Some(reply), None)
+                    .write_input_with(&data, discard_unread, source, Some(reply))
                     .await
                 {
                     tracing::debug!(%error, "input not sent");
