@@ -2,6 +2,7 @@
 //! query, asks the terminal for a [`Connection`], and translates frames both ways. Who may
 //! connect, replay, lag and terminal-query rules live in `ptyhub_core::terminal::live`.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use axum::Extension;
@@ -438,6 +439,7 @@ async fn serve(
         text: TextFramer::default(),
         sent_up_to: session.since_seq,
         execs: tokio::task::JoinSet::new(),
+        answers: VecDeque::new(),
         last_submitted: None,
     };
     if live.run(&mut writer).await == Ended::WriterDone {
@@ -507,9 +509,13 @@ struct Live<'a> {
     /// The newest `seq` up to which the client has (or is sent) every output byte: what it
     /// resumes from with `since_seq` when the server stops.
     sent_up_to: Option<Seq>,
-    /// The `exec` frames waiting for their commands (each answers through `control`); they
+    /// The `exec` frames waiting for their commands, each ending with its `exec_result`; they
     /// stop waiting when the connection ends, and their commands run on.
-    execs: tokio::task::JoinSet<()>,
+    execs: tokio::task::JoinSet<Message>,
+    /// Answers of commands whose output is not all taken yet: each goes out after the output
+    /// that was ready when it came, which holds the command's (the terminal publishes an
+    /// event before a command it ends is answered).
+    answers: VecDeque<Message>,
     /// Resolves once the newest `exec` frame's command was submitted or refused.
     last_submitted: Option<oneshot::Receiver<()>>,
 }
@@ -549,7 +555,24 @@ impl Live<'_> {
                 }
                 frame = self.connection.next(), if permit.is_some() && !is_closing => {
                     let Some(frame) = frame else { return Ended::Client };
-                    let batch = self.batch(frame);
+                    let batch = self.batch(Some(frame));
+                    is_closing = batch.is_closing;
+                    self.sent_up_to = self.sent_up_to.max(batch.delivered);
+                    if let Some(permit) = permit.take() {
+                        permit.send(batch);
+                    }
+                }
+                Some(answer) = self.execs.join_next(), if !is_closing => {
+                    // A task that panicked has no answer to give.
+                    if let Ok(answer) = answer {
+                        self.answers.push_back(answer);
+                    }
+                }
+                () = std::future::ready(()),
+                    if !self.answers.is_empty() && permit.is_some() && !is_closing =>
+                {
+                    let ready = self.connection.next_ready();
+                    let batch = self.batch(ready);
                     is_closing = batch.is_closing;
                     self.sent_up_to = self.sent_up_to.max(batch.delivered);
                     if let Some(permit) = permit.take() {
@@ -693,8 +716,7 @@ impl Live<'_> {
             Ok(checked) => checked,
             Err(error) => return refuse(error.into(), request_id),
         };
-        while self.execs.try_join_next().is_some() {}
-        if self.execs.len() >= EXECS_WAITING_MAX {
+        if self.execs.len() + self.answers.len() >= EXECS_WAITING_MAX {
             let error = ApiError::new(
                 ErrorCode::LimitExceeded,
                 format!(
@@ -705,7 +727,6 @@ impl Live<'_> {
         }
         let setup = self.session.exec.clone();
         let id = self.session_id.to_owned();
-        let control = self.control.clone();
         // Commands are submitted in the order of their frames: each waits for the one
         // before to be submitted (or refused).
         let (submitted, next) = oneshot::channel();
@@ -722,18 +743,19 @@ impl Live<'_> {
                 },
                 Err(error) => WireError::new(error, Surface::WebSocket).exec_frame(request_id),
             };
-            // The loop reads the client's next frame only while answers have room; this one
-            // waits for room like any answer.
-            let _ = control.send(frame_message(&frame)).await;
+            // The loop sends it after the output that came before it.
+            frame_message(&frame)
         });
         None
     }
 
-    /// Encodes `first` and the frames ready after it (up to a batch's bounds) for one flush.
-    fn batch(&mut self, first: LiveFrame) -> writer::Batch {
+    /// Encodes `first` and the frames ready after it (up to a batch's bounds) for one flush,
+    /// then the waiting answers once no more output is ready.
+    fn batch(&mut self, first: Option<LiveFrame>) -> writer::Batch {
         let mut batch = writer::Batch::default();
-        let mut frame = Some(first);
+        let mut frame = first;
         let mut frames = 0;
+        let mut is_full = false;
         while let Some(next) = frame.take() {
             let (messages, close) = encode(
                 &next,
@@ -760,6 +782,13 @@ impl Live<'_> {
             frames += 1;
             if frames < FRAMES_PER_FLUSH && batch.bytes < BATCH_MAX_BYTES {
                 frame = self.connection.next_ready();
+            } else {
+                is_full = true;
+            }
+        }
+        if !is_full && !batch.is_closing {
+            for answer in self.answers.drain(..) {
+                batch.push(answer);
             }
         }
         batch

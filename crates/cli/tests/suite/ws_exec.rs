@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::lease::{connect, frame_where, input_events, send_json};
+use super::lease::{connect, frame_where, input_events, next_json, send_json};
 use super::{create, exec, start};
 use ptyhub_client::LiveSocket;
 
@@ -178,4 +178,68 @@ async fn a_refused_exec_frame_says_why_with_its_request_id_and_runs_nothing() {
     assert!(leased["error"]["message"].as_str().is_some(), "{leased}");
     let own = exec_frame(&mut holder, "own", json!({ "command": "echo mine" })).await;
     assert_eq!(own["result"]["output"], "mine", "{own}");
+}
+
+/// A command's output frames come before its `exec_result`: a client that stops reading at
+/// the answer has every byte the command printed, and the frames' `seq` reaches its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commands_output_frames_come_before_its_answer() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let mut socket = connect(&client, &id, "attach").await;
+
+    for round in 0..20 {
+        let request_id = format!("r{round}");
+        send_json(
+            &mut socket,
+            json!({ "type": "exec", "request_id": request_id,
+                    "params": { "command": format!("echo mark-$((6*7))-{round}") } }),
+        )
+        .await;
+        let mut output = String::new();
+        let answer = loop {
+            let frame = next_json(&mut socket).await;
+            assert!(
+                !frame.is_null(),
+                "the connection ended before {request_id}'s answer"
+            );
+            match frame["type"].as_str() {
+                Some("output") => output.push_str(frame["data"].as_str().unwrap_or_default()),
+                Some("exec_result") if frame["request_id"] == request_id => break frame,
+                _ => {}
+            }
+        };
+        let printed = format!("mark-42-{round}");
+        assert_eq!(answer["result"]["output"], printed, "{answer}");
+        assert!(
+            output.contains(&format!("{printed}\r\n")),
+            "round {round}: the answer came before the output it answers: {output:?}"
+        );
+    }
+}
+
+/// Output that shows no prompt may wait a moment for more, never for the next prompt: a
+/// command typed on the connection that prints and then sleeps has its output there while it
+/// sleeps (nothing asks the terminal anything meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_without_a_prompt_is_sent_while_the_command_runs() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({})).await;
+    let mut socket = connect(&client, &id, "attach").await;
+    send_json(
+        &mut socket,
+        json!({ "type": "input", "data": "printf early-$((6*7)); sleep 300\r" }),
+    )
+    .await;
+    let mut output = String::new();
+    while !output.contains("early-42") {
+        let frame = next_json(&mut socket).await;
+        assert!(!frame.is_null(), "the connection ended: {output:?}");
+        if frame["type"] == "output" {
+            output.push_str(frame["data"].as_str().unwrap_or_default());
+        }
+    }
+    send_json(&mut socket, json!({ "type": "input", "data": "\u{3}" })).await;
 }

@@ -44,6 +44,14 @@ const CWD_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// How long what typed input without a receipt brought (its events, the answer nobody waits
 /// for) may wait for the output it causes, so that the server wakes once for both.
 const QUIET_INPUT_HOLD: Duration = Duration::from_millis(2);
+/// How long output that shows no prompt (no command end, no prompt mark, no line editor
+/// taking input) may wait for more after it was read, before it is served: an exec's echo,
+/// its start mark and its output reach the server in one wake-up with the end mark that
+/// follows them within a fraction of this, and a flood is served in batches.
+const OUTPUT_HOLD: Duration = Duration::from_millis(1);
+/// Output held beyond this is served at once (a flood's batch is big enough already, and what
+/// was logged since the last serve is still in memory).
+const SERVE_AT_ONCE_BYTES: usize = 16 * 1024;
 /// How long a sandbox (bwrap) may take to start the shell inside it.
 const GUEST_SHELL_WAIT: Duration = Duration::from_secs(5);
 /// The shell's depth under bwrap: bwrap, its pid-namespace init, then the shell.
@@ -77,11 +85,13 @@ pub(super) struct Holder {
     input: VecDeque<u8>,
     phase: Phase,
     last_cwd_check: Instant,
-    /// Until when subscribers are not served (typed input without a receipt waits for the
-    /// output it causes), unless output comes first.
+    /// Until when subscribers are not served: typed input without a receipt waits for the
+    /// output it causes, a little output that shows no prompt for more ([`OUTPUT_HOLD`]).
     hold_until: Option<Instant>,
     /// A request the server waits for an answer to was handled: subscribers are served now.
     is_serve_due: bool,
+    /// Output bytes logged since the subscribers were last served.
+    held_output: usize,
     /// A command's note (its working directory read already) waiting for the input that
     /// types the command: logged right after that input reached the program, ahead of it, so
     /// the program gets the command without waiting for the note's write to the log.
@@ -150,6 +160,7 @@ impl Holder {
             typing: None,
             typed_seen: 0,
             is_serve_due: false,
+            held_output: 0,
             has_heap_activity: true,
             oom: OomWatch::default(),
         };
@@ -224,10 +235,13 @@ impl Holder {
             }
             fds.push(PollFd::new(&client.stream, events));
         }
+        let held_for = self.hold_until.map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(Instant::now())
+        });
         let timeout = match self.phase {
             _ if is_hold_wait => rustix::event::Timespec {
-                tv_sec: 0,
-                tv_nsec: i64::from(QUIET_INPUT_HOLD.subsec_nanos()),
+                tv_sec: i64::try_from(held_for.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: i64::from(held_for.subsec_nanos()),
             },
             Phase::Running if is_stalled => rustix::event::Timespec {
                 tv_sec: 0,
@@ -272,12 +286,13 @@ impl Holder {
             self.read_typists();
         }
         let mut has_output = false;
+        let mut is_output_due = false;
         if let Some(slot) = master_slot {
             if revents[slot].contains(PollFlags::OUT) {
                 self.write_input();
             }
             if is_ready(revents[slot]) {
-                has_output = self.read_master();
+                (has_output, is_output_due) = self.read_master();
             }
         }
         for (i, &flags) in revents[first_client..].iter().enumerate() {
@@ -286,8 +301,14 @@ impl Holder {
             }
         }
         // What typed input without a receipt brought waits for its output (QUIET_INPUT_HOLD
-        // at most), so the server wakes once for both; anything else is served now.
-        let is_held = !has_output
+        // at most), so the server wakes once for both, and a little output that shows no
+        // prompt waits for more (OUTPUT_HOLD at most); output that shows one, a lot of it, and
+        // anything a client waits for, is served now.
+        if has_output && !is_output_due {
+            let soon = Instant::now() + OUTPUT_HOLD;
+            self.hold_until = Some(self.hold_until.map_or(soon, |until| until.min(soon)));
+        }
+        let is_held = !is_output_due
             && !self.is_serve_due
             && self.hold_until.is_some_and(|until| Instant::now() < until);
         if !is_held {
@@ -416,7 +437,7 @@ impl Holder {
 
     /// Records the exit once every process is gone and the PTY is drained.
     fn finish(&mut self) {
-        while self.master.is_some() && self.read_master() {}
+        while self.master.is_some() && self.read_master().0 {}
         self.master = None;
         self.input.clear();
         if self.log.is_stalled() {
@@ -448,14 +469,16 @@ impl Holder {
     }
 
     /// Reads what the master has (up to one chunk) into one log event. Returns whether bytes
-    /// were read; drops the master on EOF (`EIO` once no process holds the slave).
-    fn read_master(&mut self) -> bool {
+    /// were read and whether they are to be served at once (they show a prompt, see
+    /// [`shows_prompt`], or are many); drops the master on EOF (`EIO` once no process holds
+    /// the slave).
+    fn read_master(&mut self) -> (bool, bool) {
         let Some(master) = self.master.as_ref() else {
-            return false;
+            return (false, false);
         };
         if self.log.is_stalled() {
             // The log refuses appends: the output stays in the PTY, holding the program back.
-            return false;
+            return (false, false);
         }
         // Read into the spare capacity of a buffer the size of the line discipline's (what one
         // read gives at most), grown only while a flood fills it: an interactive step's few
@@ -484,7 +507,7 @@ impl Holder {
             self.master = None;
         }
         if buf.is_empty() {
-            return false;
+            return (false, false);
         }
         self.has_heap_activity = true;
         buf.shrink_to_fit();
@@ -494,8 +517,10 @@ impl Holder {
         if self.has_typed_since_seen() {
             self.read_typists();
         }
+        self.held_output += buf.len();
+        let is_due = is_closed || self.held_output >= SERVE_AT_ONCE_BYTES || shows_prompt(&buf);
         self.log.append(EventKind::Output { data: buf });
-        true
+        (true, is_due)
     }
 
     /// Whether a server typed since the typing connections were last read (the counter moved);
@@ -667,7 +692,7 @@ impl Holder {
                     // What the program printed before the input is logged before it, so the
                     // log keeps the order in which the terminal saw them.
                     for _ in 0..STATUS_DRAIN_CHUNKS {
-                        if !self.read_master() {
+                        if !self.read_master().0 {
                             break;
                         }
                     }
@@ -733,7 +758,7 @@ impl Holder {
                 // answered, so `last_seq` covers it: a shell found reading at its prompt has
                 // its command's end mark in the log (a reader compares the two).
                 for _ in 0..STATUS_DRAIN_CHUNKS {
-                    if !self.read_master() {
+                    if !self.read_master().0 {
                         break;
                     }
                 }
@@ -830,6 +855,7 @@ impl Holder {
         clients::announce_storage(&mut self.clients, &mut self.log);
         clients::serve(&mut self.clients, &self.log);
         self.log.forget_recent();
+        self.held_output = 0;
     }
 }
 
@@ -887,5 +913,44 @@ pub(super) fn block_signals() -> io::Result<OwnedFd> {
             return Err(io::Error::last_os_error());
         }
         Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Whether output shows the shell at its prompt: a command's end or the prompt's mark (OSC
+/// 133 `D` or `A`, whatever its nonce) or the line editor turning bracketed paste on, which
+/// waiters act on at once. Other output may wait [`OUTPUT_HOLD`] for more.
+fn shows_prompt(bytes: &[u8]) -> bool {
+    memchr::memmem::find_iter(bytes, b"\x1b]133;")
+        .any(|at| matches!(bytes.get(at + 6), Some(b'A' | b'D')))
+        || memchr::memmem::find(bytes, b"\x1b[?2004h").is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shows_prompt;
+
+    /// A command's end, the prompt's mark and the line editor's bracketed paste are served at
+    /// once; a command's echo, its start mark and its output may wait for more.
+    #[test]
+    fn only_what_shows_a_prompt_is_served_at_once() {
+        for shown in [
+            &b"hi\r\n\x1b]133;D;0;k=n0nce\x07\x1b]133;A;k=n0nce\x07"[..],
+            b"\x1b]133;A;k=x\x07$ ",
+            b"$ \x1b[?2004h",
+            b"\x1b]133;D\x07",
+        ] {
+            assert!(shows_prompt(shown), "{shown:?}");
+        }
+        for held in [
+            &b"echo hi"[..],
+            b"\r\n\x1b[?2004l\r",
+            b"\x1b]133;C;k=n0nce\x07hi\r\n",
+            b"\x1b]133;",
+            b"\x1b]133;B",
+            b"\x1b[?2004",
+            b"",
+        ] {
+            assert!(!shows_prompt(held), "{held:?}");
+        }
     }
 }
