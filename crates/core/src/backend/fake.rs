@@ -122,6 +122,22 @@ impl FakeHost {
         seq
     }
 
+    /// Appends an event to the log without sending it: what a holder logged and has not
+    /// served yet. [`FakeHost::serve`] sends it.
+    pub fn log_only(&self, kind: EventKind) -> Event {
+        let seq = self.host().log.append(kind.clone()).unwrap_or(Seq::ZERO);
+        Event {
+            seq,
+            ts: ptyhub_protocol::event::now_ts(),
+            kind,
+        }
+    }
+
+    /// Sends an event logged by [`FakeHost::log_only`].
+    pub fn serve(&self, event: Event) {
+        self.host().send(HolderLine::Event(event));
+    }
+
     /// The program printed `data`.
     pub fn output(&self, data: &[u8]) -> Seq {
         self.emit(EventKind::Output {

@@ -475,7 +475,10 @@ impl TerminalHandle {
     ) -> Result<(Connection, Ready), TerminalError> {
         let probe = self.probe().await?;
         let info = self.info().await?;
-        let now = *self.seq().borrow();
+        let now = match options.since_seq {
+            Some(since) => self.seq_reaching(since, &probe.log).await,
+            None => *self.seq().borrow(),
+        };
         if let Some(since) = options.since_seq
             && since > now
         {

@@ -711,7 +711,25 @@ impl TerminalHandle {
     pub fn seq(&self) -> watch::Receiver<Seq> {
         self.seq.clone()
     }
+
+    /// The last applied `seq`, once it reached `seq` if the log already holds that event: a
+    /// reader of the log (a replay) can be ahead of the actor for as long as the holder takes
+    /// to serve what it logged, so a cursor it handed out is not "ahead of the terminal".
+    /// Waits [`LOG_CATCH_UP_WAIT`] at most; answers at once for a `seq` the log lacks.
+    pub(crate) async fn seq_reaching(&self, seq: Seq, log: &TerminalLog) -> Seq {
+        let mut applied = self.seq();
+        let now = *applied.borrow_and_update();
+        if seq <= now || !log.newest_seq().is_ok_and(|newest| newest >= Some(seq)) {
+            return now;
+        }
+        let _ = tokio::time::timeout(LOG_CATCH_UP_WAIT, applied.wait_for(|&s| s >= seq)).await;
+        *applied.borrow()
+    }
 }
+
+/// How long a cursor the log holds waits for the actor to apply it (it is behind the log
+/// by the holder's serve, a millisecond or so, or by a flood it is still applying).
+const LOG_CATCH_UP_WAIT: Duration = Duration::from_secs(5);
 
 /// A caller waiting for command `id` to end.
 struct Waiter {

@@ -82,7 +82,7 @@ pub async fn observe(
         });
     };
     let after = decode_cursor(cursor, &probe.id)?;
-    let now = *handle.seq().borrow();
+    let now = handle.seq_reaching(after, &probe.log).await;
     if after > now {
         return Err(TerminalError::InvalidCursor {
             detail: "cursor is ahead of this terminal".to_owned(),

@@ -627,3 +627,53 @@ async fn a_long_output_is_answered_whole_although_memory_keeps_only_its_ends() {
         ))
     );
 }
+
+/// A client can hold a cursor the actor has not applied yet (a replay reads the log, which is
+/// ahead of the actor until the holder serves what it logged): it waits for the actor, and
+/// only a cursor beyond the log is refused, at once.
+#[tokio::test]
+async fn a_cursor_the_log_holds_waits_for_the_actor_and_one_beyond_it_is_refused() {
+    use super::live::{ConnectOptions, LiveMode};
+    use ptyhub_protocol::event::{EventKind, Seq};
+    let t = start(&[&prompt()]);
+    let options = |since: Seq| ConnectOptions {
+        mode: LiveMode::Watch,
+        restore: false,
+        replay_bytes: 0,
+        since_seq: Some(since),
+        by: "1000/server".to_owned(),
+        wants_presence: false,
+    };
+    // The actor has read the log's history; what follows reaches it only when served.
+    let mut applied = t.handle.seq();
+    applied
+        .wait_for(|seq| *seq >= Seq(1))
+        .await
+        .expect("applied");
+    let logged = t.fake.log_only(EventKind::Output {
+        data: b"logged\r\n".to_vec(),
+    });
+    let seq = logged.seq;
+    let beyond = t.handle.connect(options(Seq(seq.0 + 1))).await;
+    assert!(
+        matches!(
+            beyond,
+            Err(crate::error::TerminalError::InvalidCursor { .. })
+        ),
+        "{:?}",
+        beyond.map(|(_, ready)| ready.seq)
+    );
+    let connecting = tokio::spawn({
+        let handle = t.handle.clone();
+        async move { handle.connect(options(seq)).await }
+    });
+    settle().await;
+    assert!(
+        !connecting.is_finished(),
+        "connected before the actor had the event"
+    );
+    t.fake.serve(logged);
+    let connected = connecting.await.expect("the connect task");
+    let (_watcher, ready) = connected.expect("a cursor the log holds is accepted");
+    assert_eq!(ready.seq, seq);
+}

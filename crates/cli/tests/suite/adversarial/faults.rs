@@ -115,8 +115,14 @@ async fn f5_dropped_clients_cost_nothing_and_a_reconnect_storm_is_exact() {
             let message = tokio::time::timeout(default_timeout(), socket.next())
                 .await
                 .unwrap_or_else(|_| panic!("no frame within the timeout"));
-            let Some(Ok(LiveMessage::Text(text))) = message else {
-                continue;
+            let text = match message {
+                Some(Ok(LiveMessage::Text(text))) => text,
+                // Ended by the server (an error frame, then a close): never resumed from.
+                Some(Ok(LiveMessage::Close(close))) => {
+                    panic!("the server closed the watcher after seq {last}: {close:?}")
+                }
+                None | Some(Err(_)) => panic!("the watcher's connection ended after seq {last}"),
+                Some(Ok(_)) => continue,
             };
             let frame: Value = serde_json::from_str(text.as_str()).unwrap_or_default();
             if !matches!(frame["type"].as_str(), Some("output" | "restore_output")) {
