@@ -555,11 +555,8 @@ impl Live<'_> {
                 }
                 frame = self.connection.next(), if permit.is_some() && !is_closing => {
                     let Some(frame) = frame else { return Ended::Client };
-                    let batch = self.batch(Some(frame));
-                    is_closing = batch.is_closing;
-                    self.sent_up_to = self.sent_up_to.max(batch.delivered);
                     if let Some(permit) = permit.take() {
-                        permit.send(batch);
+                        is_closing = self.queue(Some(frame), permit);
                     }
                 }
                 Some(answer) = self.execs.join_next(), if !is_closing => {
@@ -571,12 +568,8 @@ impl Live<'_> {
                 () = std::future::ready(()),
                     if !self.answers.is_empty() && permit.is_some() && !is_closing =>
                 {
-                    let ready = self.connection.next_ready();
-                    let batch = self.batch(ready);
-                    is_closing = batch.is_closing;
-                    self.sent_up_to = self.sent_up_to.max(batch.delivered);
                     if let Some(permit) = permit.take() {
-                        permit.send(batch);
+                        is_closing = self.queue(None, permit);
                     }
                 }
                 () = sleep_until(flush_at), if permit.is_some() => {
@@ -749,11 +742,26 @@ impl Live<'_> {
         None
     }
 
-    /// Encodes `first` and the frames ready after it (up to a batch's bounds) for one flush,
-    /// then the waiting answers once no more output is ready.
+    /// Queues a batch for the writer in the room `permit` holds: `first` (else the first
+    /// frame ready) and the frames ready after it, then the waiting answers. Returns whether
+    /// the batch closes the connection.
+    fn queue(
+        &mut self,
+        first: Option<LiveFrame>,
+        permit: mpsc::OwnedPermit<writer::Batch>,
+    ) -> bool {
+        let batch = self.batch(first);
+        let is_closing = batch.is_closing;
+        self.sent_up_to = self.sent_up_to.max(batch.delivered);
+        permit.send(batch);
+        is_closing
+    }
+
+    /// Encodes `first` (else the first frame ready) and the frames ready after it (up to a
+    /// batch's bounds) for one flush, then the waiting answers once no more output is ready.
     fn batch(&mut self, first: Option<LiveFrame>) -> writer::Batch {
         let mut batch = writer::Batch::default();
-        let mut frame = first;
+        let mut frame = first.or_else(|| self.connection.next_ready());
         let mut frames = 0;
         let mut is_full = false;
         while let Some(next) = frame.take() {

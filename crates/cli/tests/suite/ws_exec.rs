@@ -181,7 +181,7 @@ async fn a_refused_exec_frame_says_why_with_its_request_id_and_runs_nothing() {
 }
 
 /// A command's output frames come before its `exec_result`: a client that stops reading at
-/// the answer has every byte the command printed, and the frames' `seq` reaches its end.
+/// the answer has every byte the command printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commands_output_frames_come_before_its_answer() {
     let hub = start();

@@ -92,6 +92,9 @@ pub(super) struct Holder {
     is_serve_due: bool,
     /// Output bytes logged since the subscribers were last served.
     held_output: usize,
+    /// Output logged since the subscribers were last served is served at once: it shows a
+    /// prompt ([`shows_prompt`]) or the end of the PTY, or there is a lot of it.
+    is_output_due: bool,
     /// A command's note (its working directory read already) waiting for the input that
     /// types the command: logged right after that input reached the program, ahead of it, so
     /// the program gets the command without waiting for the note's write to the log.
@@ -161,6 +164,7 @@ impl Holder {
             typed_seen: 0,
             is_serve_due: false,
             held_output: 0,
+            is_output_due: false,
             has_heap_activity: true,
             oom: OomWatch::default(),
         };
@@ -286,13 +290,12 @@ impl Holder {
             self.read_typists();
         }
         let mut has_output = false;
-        let mut is_output_due = false;
         if let Some(slot) = master_slot {
             if revents[slot].contains(PollFlags::OUT) {
                 self.write_input();
             }
             if is_ready(revents[slot]) {
-                (has_output, is_output_due) = self.read_master();
+                has_output = self.read_master();
             }
         }
         for (i, &flags) in revents[first_client..].iter().enumerate() {
@@ -304,11 +307,11 @@ impl Holder {
         // at most), so the server wakes once for both, and a little output that shows no
         // prompt waits for more (OUTPUT_HOLD at most); output that shows one, a lot of it, and
         // anything a client waits for, is served now.
-        if has_output && !is_output_due {
+        if has_output && !self.is_output_due {
             let soon = Instant::now() + OUTPUT_HOLD;
             self.hold_until = Some(self.hold_until.map_or(soon, |until| until.min(soon)));
         }
-        let is_held = !is_output_due
+        let is_held = !self.is_output_due
             && !self.is_serve_due
             && self.hold_until.is_some_and(|until| Instant::now() < until);
         if !is_held {
@@ -437,7 +440,7 @@ impl Holder {
 
     /// Records the exit once every process is gone and the PTY is drained.
     fn finish(&mut self) {
-        while self.master.is_some() && self.read_master().0 {}
+        while self.master.is_some() && self.read_master() {}
         self.master = None;
         self.input.clear();
         if self.log.is_stalled() {
@@ -468,17 +471,16 @@ impl Holder {
         };
     }
 
-    /// Reads what the master has (up to one chunk) into one log event. Returns whether bytes
-    /// were read and whether they are to be served at once (they show a prompt, see
-    /// [`shows_prompt`], or are many); drops the master on EOF (`EIO` once no process holds
-    /// the slave).
-    fn read_master(&mut self) -> (bool, bool) {
+    /// Reads what the master has (up to one chunk) into one log event, counting it as held
+    /// until the next serve. Returns whether bytes were read; drops the master on EOF (`EIO`
+    /// once no process holds the slave).
+    fn read_master(&mut self) -> bool {
         let Some(master) = self.master.as_ref() else {
-            return (false, false);
+            return false;
         };
         if self.log.is_stalled() {
             // The log refuses appends: the output stays in the PTY, holding the program back.
-            return (false, false);
+            return false;
         }
         // Read into the spare capacity of a buffer the size of the line discipline's (what one
         // read gives at most), grown only while a flood fills it: an interactive step's few
@@ -507,7 +509,7 @@ impl Holder {
             self.master = None;
         }
         if buf.is_empty() {
-            return (false, false);
+            return false;
         }
         self.has_heap_activity = true;
         buf.shrink_to_fit();
@@ -518,9 +520,10 @@ impl Holder {
             self.read_typists();
         }
         self.held_output += buf.len();
-        let is_due = is_closed || self.held_output >= SERVE_AT_ONCE_BYTES || shows_prompt(&buf);
+        self.is_output_due |=
+            is_closed || self.held_output >= SERVE_AT_ONCE_BYTES || shows_prompt(&buf);
         self.log.append(EventKind::Output { data: buf });
-        (true, is_due)
+        true
     }
 
     /// Whether a server typed since the typing connections were last read (the counter moved);
@@ -692,7 +695,7 @@ impl Holder {
                     // What the program printed before the input is logged before it, so the
                     // log keeps the order in which the terminal saw them.
                     for _ in 0..STATUS_DRAIN_CHUNKS {
-                        if !self.read_master().0 {
+                        if !self.read_master() {
                             break;
                         }
                     }
@@ -758,7 +761,7 @@ impl Holder {
                 // answered, so `last_seq` covers it: a shell found reading at its prompt has
                 // its command's end mark in the log (a reader compares the two).
                 for _ in 0..STATUS_DRAIN_CHUNKS {
-                    if !self.read_master().0 {
+                    if !self.read_master() {
                         break;
                     }
                 }
@@ -856,6 +859,7 @@ impl Holder {
         clients::serve(&mut self.clients, &self.log);
         self.log.forget_recent();
         self.held_output = 0;
+        self.is_output_due = false;
     }
 }
 
