@@ -795,6 +795,15 @@ impl Live<'_> {
             }
         }
         if !is_full && !batch.is_closing {
+            // A command's answer is ready as soon as the terminal published its end: the
+            // exec's task ran right after the terminal's turn. It goes out with the output
+            // in one flush, not in a second send and a second wake-up of the client.
+            while let Some(answer) = self.execs.try_join_next() {
+                // A task that panicked has no answer to give.
+                if let Ok(answer) = answer {
+                    self.answers.push_back(answer);
+                }
+            }
             for answer in self.answers.drain(..) {
                 batch.push(answer);
             }
