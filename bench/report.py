@@ -39,7 +39,7 @@ def summarize(run: Run) -> tuple[dict, str]:
               f"{' (+ uncommitted changes under crates/)' if m['git_dirty_sources'] else ''}"
               + (f", binary built {bin_['mtime_utc']} (found via {bin_['found_via']})"
                  if bin_ else ", binary: none"))
-    md.append(f"- rounds: {a.rounds} (memory: {a.mem_rounds}); systems in rotating order per "
+    md.append(f"- rounds: {a.rounds} (memory: {a.mem_rounds}, fan-out: {a.fanout_rounds}); systems in rotating order per "
               f"round; duration {m['duration_s']} s; mode: {'quick' if a.quick else 'full'}")
     la = m.get("loadavg_start_end") or []
     if la:
@@ -437,7 +437,7 @@ def summarize(run: Run) -> tuple[dict, str]:
         labels = {"ptyhub_ws": "ptyhub, WebSocket watchers", "ptyhub_cli":
                   "ptyhub, `terminal watch` processes", "tmux": "tmux, `attach -r` clients"}
         md.append(f"## (d) Live fan-out: `cat` of a {a.fanout_mb:g} MB mixed file with W "
-                  f"watchers ({a.rounds} rounds, medians)")
+                  f"watchers ({a.fanout_rounds} rounds, medians)")
         md.append("")
         md.append(
             f"The producer `cat FILE && {FANOUT_END_CMD}` ({fmt(f.get('bytes', 0) / 1e6, 3)} MB "

@@ -331,7 +331,7 @@ class Run:
         self.results["fanout_expected_bytes"] = len(expected)
         hub = self.hub("fanout") if "ptyhub" in self.systems else None
         tm = Tmux(self.env, "tmux fanout") if "tmux" in self.systems else None
-        for r in range(a.rounds):
+        for r in range(a.fanout_rounds):
             for w in (ws if r % 2 == 0 else ws[::-1]):
                 k = r % len(variants) if variants else 0
                 for v in variants[k:] + variants[:k]:

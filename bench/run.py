@@ -63,6 +63,9 @@ def parse_args(argv=None):
                    help="watcher counts for fanout (default 0 1 10 50 100, quick 0 1 10)")
     p.add_argument("--fanout-mb", type=float, default=10.0,
                    help="size of the fan-out producer's file in MB (a mixed file like cat's)")
+    p.add_argument("--fanout-rounds", type=int,
+                   help="fan-out rounds (default 15, quick 2): one producer run is ~0.1 s and "
+                        "varies 2x between rounds on its own, so five give no stable median")
     p.add_argument("--fanout-clients", nargs="+", choices=("ws", "cli"), default=["ws", "cli"],
                    help="ptyhub watchers: ws = one process multiplexing WebSockets, cli = "
                         "`ptyhub terminal watch` processes")
@@ -85,6 +88,7 @@ def parse_args(argv=None):
     a.ops = a.ops or (50 if a.quick else 200)
     a.mem_n = a.mem_n or ([20, 50] if a.quick else [100, 500])
     a.mem_rounds = a.mem_rounds or (1 if a.quick else 3)
+    a.fanout_rounds = a.fanout_rounds or (2 if a.quick else 15)
     a.fanout_watchers = a.fanout_watchers or ([0, 1, 10] if a.quick else [0, 1, 10, 50, 100])
     a.replay_runs = a.replay_runs or (3 if a.quick else 10)
     a.history_ops = a.history_ops or (5 if a.quick else 20)
