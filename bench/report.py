@@ -39,8 +39,9 @@ def summarize(run: Run) -> tuple[dict, str]:
               f"{' (+ uncommitted changes under crates/)' if m['git_dirty_sources'] else ''}"
               + (f", binary built {bin_['mtime_utc']} (found via {bin_['found_via']})"
                  if bin_ else ", binary: none"))
-    md.append(f"- rounds: {a.rounds} (memory: {a.mem_rounds}, fan-out: {a.fanout_rounds}); systems in rotating order per "
-              f"round; duration {m['duration_s']} s; mode: {'quick' if a.quick else 'full'}")
+    md.append(f"- rounds: {a.rounds} (memory: {a.mem_rounds}, fan-out: {a.fanout_rounds}); "
+              f"systems in rotating order per round; duration {m['duration_s']} s; "
+              f"mode: {'quick' if a.quick else 'full'}")
     la = m.get("loadavg_start_end") or []
     if la:
         md.append(f"- load average (1/5/15 min) at start {la[0]}, at end {la[-1]} (the machine is "

@@ -559,12 +559,7 @@ impl Live<'_> {
                         is_closing = self.queue(Some(frame), permit);
                     }
                 }
-                Some(answer) = self.execs.join_next(), if !is_closing => {
-                    // A task that panicked has no answer to give.
-                    if let Ok(answer) = answer {
-                        self.answers.push_back(answer);
-                    }
-                }
+                Some(joined) = self.execs.join_next(), if !is_closing => self.keep_answer(joined),
                 () = std::future::ready(()),
                     if !self.answers.is_empty() && permit.is_some() && !is_closing =>
                 {
@@ -742,6 +737,14 @@ impl Live<'_> {
         None
     }
 
+    /// Keeps a finished exec task's answer for the next batch; a task that panicked has no
+    /// answer to give.
+    fn keep_answer(&mut self, joined: Result<Message, tokio::task::JoinError>) {
+        if let Ok(answer) = joined {
+            self.answers.push_back(answer);
+        }
+    }
+
     /// Queues a batch for the writer in the room `permit` holds: `first` (else the first
     /// frame ready) and the frames ready after it, then the waiting answers. Returns whether
     /// the batch closes the connection.
@@ -798,11 +801,8 @@ impl Live<'_> {
             // A command's answer is ready as soon as the terminal published its end: the
             // exec's task ran right after the terminal's turn. It goes out with the output
             // in one flush, not in a second send and a second wake-up of the client.
-            while let Some(answer) = self.execs.try_join_next() {
-                // A task that panicked has no answer to give.
-                if let Ok(answer) = answer {
-                    self.answers.push_back(answer);
-                }
+            while let Some(joined) = self.execs.try_join_next() {
+                self.keep_answer(joined);
             }
             for answer in self.answers.drain(..) {
                 batch.push(answer);
