@@ -8,10 +8,9 @@ mod clean;
 
 use std::io::Write;
 
-use base64::Engine as _;
 use ptyhub_client::{Client, ClientError};
 use ptyhub_core::screen::Utf8Decoder;
-use ptyhub_protocol::event::Seq;
+use ptyhub_protocol::event::{Seq, decode_b64, encode_b64};
 use serde_json::{Value, json};
 
 use clean::IntegrationFilter;
@@ -87,9 +86,7 @@ fn output_bytes(event: &Value) -> Option<Vec<u8>> {
     if event["type"] != "pty.output" {
         return None;
     }
-    base64::engine::general_purpose::STANDARD
-        .decode(event["data_b64"].as_str()?)
-        .ok()
+    decode_b64(event["data_b64"].as_str()?).ok()
 }
 
 impl Writer {
@@ -115,8 +112,7 @@ impl Writer {
                 Some(bytes) if bytes.is_empty() => Ok(()),
                 Some(bytes) => {
                     let mut event = event.into_owned();
-                    event["data_b64"] =
-                        Value::from(base64::engine::general_purpose::STANDARD.encode(bytes));
+                    event["data_b64"] = Value::from(encode_b64(&bytes));
                     writeln!(out, "{event}")
                 }
                 None => writeln!(out, "{event}"),

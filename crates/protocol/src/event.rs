@@ -5,8 +5,7 @@
 //! `process.exit` carries `exit_code` and `signal`. New types may be added; the meaning of an
 //! existing one never changes, and readers skip types they do not know.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as B64;
+use base64_simd::STANDARD as B64;
 use serde::{Deserialize, Serialize};
 
 /// A position in a terminal's event log: the `seq` of the last event a reader has seen.
@@ -279,7 +278,7 @@ impl Event {
         if let Ok(fast) = serde_json::from_slice::<Fast<'_>>(line)
             && fast.kind == "pty.output"
             && let Some(text) = fast.data_b64
-            && let Ok(data) = B64.decode(text.as_bytes())
+            && let Ok(data) = B64.decode_to_vec(text)
         {
             return Ok(Self {
                 seq: fast.seq,
@@ -299,13 +298,7 @@ impl Event {
                 let _ = write!(out, "{{\"seq\":{},\"ts\":", self.seq.0);
                 serde_json::to_writer(&mut *out, &self.ts)?;
                 out.extend_from_slice(b",\"type\":\"pty.output\",\"data_b64\":\"");
-                let start = out.len();
-                out.resize(
-                    start + base64::encoded_len(data.len(), true).unwrap_or(0),
-                    0,
-                );
-                let written = B64.encode_slice(data, &mut out[start..]).unwrap_or(0);
-                out.truncate(start + written);
+                B64.encode_append(data, out);
                 out.extend_from_slice(b"\"}\n");
             }
             _ => {
@@ -320,30 +313,29 @@ impl Event {
 /// Serde adapter: bytes as standard base64 text.
 pub mod b64 {
     use super::B64;
-    use base64::Engine as _;
     use serde::{Deserialize, Deserializer, Serializer};
 
     /// Writes `bytes` as one base64 string.
     pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&B64.encode(bytes))
+        serializer.serialize_str(&B64.encode_to_string(bytes))
     }
 
     /// Reads one base64 string back into bytes; anything else is an error.
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        B64.decode(text.as_bytes())
+        B64.decode_to_vec(text.as_bytes())
             .map_err(serde::de::Error::custom)
     }
 }
 
 /// Encodes bytes as standard base64 (the encoding of `data_b64`).
 pub fn encode_b64(bytes: &[u8]) -> String {
-    B64.encode(bytes)
+    B64.encode_to_string(bytes)
 }
 
-/// Decodes standard base64.
-pub fn decode_b64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
-    B64.decode(text.as_bytes())
+/// Decodes standard base64 (padded, canonical: what [`encode_b64`] writes).
+pub fn decode_b64(text: &str) -> Result<Vec<u8>, base64_simd::Error> {
+    B64.decode_to_vec(text)
 }
 
 /// The current Unix time in seconds with millisecond precision.
@@ -380,6 +372,43 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(fast, format!("{line}\n").into_bytes());
         assert_eq!(Event::from_json_line(&fast).ok(), Some(event));
+    }
+
+    /// The log's `data_b64` is standard padded base64 as any decoder reads it, whatever the
+    /// length (the SIMD paths handle blocks and tails apart), and what another encoder wrote
+    /// reads back; a non-canonical tail is refused as before.
+    #[test]
+    fn output_data_is_standard_base64_both_ways() -> Result<(), serde_json::Error> {
+        use base64::Engine as _;
+        let reference = base64::engine::general_purpose::STANDARD;
+        let sizes = (0..200).chain([1021, 4096, 4097, 65_535, 65_536]);
+        for size in sizes {
+            let data: Vec<u8> = (0..size).map(|i| (i * 7919 % 256) as u8).collect();
+            let event = Event {
+                seq: Seq(7),
+                ts: 1.5,
+                kind: EventKind::Output { data: data.clone() },
+            };
+            let mut line = Vec::new();
+            event.write_json_line(&mut line)?;
+            let value: serde_json::Value = serde_json::from_slice(&line)?;
+            let text = value["data_b64"].as_str().unwrap_or_default();
+            assert_eq!(text, reference.encode(&data), "size {size}");
+            let theirs = format!(
+                r#"{{"seq":7,"ts":1.5,"type":"pty.output","data_b64":"{}"}}"#,
+                reference.encode(&data)
+            );
+            match Event::from_json_line(theirs.as_bytes())?.kind {
+                EventKind::Output { data: read } => assert_eq!(read, data, "size {size}"),
+                other => panic!("size {size}: not output: {other:?}"),
+            }
+        }
+        // "QR==" has bits set past its one byte: no encoder writes it.
+        let bad = br#"{"seq":1,"ts":1,"type":"pty.output","data_b64":"QR=="}"#;
+        assert!(Event::from_json_line(bad).is_err());
+        assert!(decode_b64("QR==").is_err());
+        assert_eq!(decode_b64("QQ==").ok(), Some(b"A".to_vec()));
+        Ok(())
     }
 
     #[test]
