@@ -553,7 +553,7 @@ async fn serve(
     );
     // Before any terminal has a screen; held until this function returns, however it does
     // (docs/backends.md#priority).
-    let _screen_group = ptyhub_core::screen_worker::run_in_idle_cpu_group(&state_path);
+    let _screen_group = ptyhub_core::screen_worker::run_in_screen_cpu_group(&state_path);
     let (launcher, note) = HolderLauncher::find().context("cannot find the ptyhub executable")?;
     if let Some(note) = note {
         tracing::warn!("{note}");

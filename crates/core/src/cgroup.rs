@@ -392,8 +392,8 @@ pub fn check_limits(limits: &CgroupLimits) -> Result<(), TerminalError> {
 }
 
 /// Kills the processes of every terminal cgroup of the state dir at `state_dir` and removes
-/// those cgroups and the instance directories, and removes the server's idle cpu cgroup
-/// ([`idle_cpu_group`]) once its screen thread is gone: for tests, which must leave no cgroup
+/// those cgroups and the instance directories, and removes the server's screen cpu cgroup
+/// ([`screen_cpu_group`]) once its screen thread is gone: for tests, which must leave no cgroup
 /// behind whatever their terminals did. Creates nothing.
 pub fn remove_all(state_dir: &Path) {
     let (Ok(mounts), Ok(own)) = (
@@ -411,7 +411,7 @@ pub fn remove_all(state_dir: &Path) {
             bases.push(mount.0.join(&name));
         }
     }
-    if let Some(dir) = idle_cpu_group_dir(state_dir) {
+    if let Some(dir) = screen_cpu_group_dir(state_dir) {
         remove_if_empty(&dir);
     }
     for base in bases {
@@ -429,16 +429,17 @@ pub fn remove_all(state_dir: &Path) {
     }
 }
 
-/// Where the server's screen thread runs on idle CPU time alone, as [`idle_cpu_group`] made it.
+/// Where the server's screen thread runs apart from the server's session group, as
+/// [`screen_cpu_group`] made it.
 #[derive(Debug)]
-pub struct IdleCpuGroup {
+pub struct ScreenCpuGroup {
     /// The cgroup's directory.
     pub dir: PathBuf,
     /// The cgroup the server runs in, in the same hierarchy.
     home: PathBuf,
 }
 
-impl IdleCpuGroup {
+impl ScreenCpuGroup {
     /// Moves thread `tid` of this process into the group (a v1 hierarchy takes threads one
     /// by one).
     pub fn join_thread(&self, tid: i32) -> std::io::Result<()> {
@@ -454,36 +455,47 @@ impl IdleCpuGroup {
     }
 }
 
-/// The name of the idle cpu cgroup of the server of `state_dir`, beside its instance directory.
-pub fn idle_cpu_group_name(state_dir: &Path) -> String {
+/// The screen thread's group weighs what a normal group does (1024): it leaves the server's
+/// session group for a weight of its own, not for less than a program's.
+pub const SCREEN_CPU_SHARES: u32 = 1024;
+
+/// The name of the screen cpu cgroup of the server of `state_dir`, beside its instance directory.
+pub fn screen_cpu_group_name(state_dir: &Path) -> String {
     format!("{}-screen", instance_name(state_dir))
 }
 
-/// Makes (or finds) the cgroup in which the server's screen thread runs only on CPU time
-/// nothing else wants: `<v1 cpu hierarchy>/<server's cgroup>/ptyhub-<hash>-screen` with
-/// `cpu.idle` 1 (`cpu.shares` 2, the least, on a kernel without it). A thread in a cgroup of its
-/// own leaves the scheduler group the kernel makes of the server's session (autogroup), whose
-/// weight it otherwise had whenever it was the server's only runnable thread; `cpu.idle` makes
-/// it idle beside its siblings (everything else, for a server in the hierarchy's root; the
-/// server's own threads, under a service's cgroup, whose limits still apply). Only a v1 `cpu`
-/// hierarchy moves one thread of a process apart from the others; on a host whose `cpu`
-/// controller is in the v2 tree alone the thread keeps `SCHED_IDLE` and its rests
-/// (docs/backends.md#priority). Errors say why none was made.
-pub fn idle_cpu_group(state_dir: &Path) -> Result<IdleCpuGroup, String> {
-    let (home, dir) = idle_cpu_group_place(state_dir)?;
+/// Makes (or finds) the cgroup in which the server's screen thread runs with a normal
+/// weight: `<v1 cpu hierarchy>/<server's cgroup>/ptyhub-<hash>-screen` with `cpu.shares`
+/// [`SCREEN_CPU_SHARES`] (and `cpu.idle` 0 where the kernel has it: a group a killed server
+/// left behind may still be idle). A thread in a cgroup of its own leaves the scheduler group
+/// the kernel makes of the server's session (autogroup), whose weight it otherwise had whenever
+/// it was the server's only runnable thread. Never idle: the thread holds a screen's lock while
+/// it applies a slice, and an idle group gets no CPU at all on a busy machine, so a reader of
+/// that screen waited as long as the machine stayed busy. Only a v1 `cpu` hierarchy moves one
+/// thread of a process apart from the others; on a host whose `cpu` controller is in the v2
+/// tree alone the thread keeps its nice value and its rests (docs/backends.md#priority). Errors
+/// say why none was made.
+pub fn screen_cpu_group(state_dir: &Path) -> Result<ScreenCpuGroup, String> {
+    let (home, dir) = screen_cpu_group_place(state_dir)?;
     make_dir(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
-    let made = std::fs::write(dir.join("cpu.idle"), "1")
-        .or_else(|_| std::fs::write(dir.join("cpu.shares"), "2"));
+    let idle = dir.join("cpu.idle");
+    let not_idle = if idle.exists() {
+        std::fs::write(&idle, "0")
+    } else {
+        Ok(())
+    };
+    let made = not_idle
+        .and_then(|()| std::fs::write(dir.join("cpu.shares"), SCREEN_CPU_SHARES.to_string()));
     if let Err(error) = made {
         remove_if_empty(&dir);
-        return Err(format!("cannot make {} idle: {error}", dir.display()));
+        return Err(format!("cannot weigh {}: {error}", dir.display()));
     }
-    Ok(IdleCpuGroup { dir, home })
+    Ok(ScreenCpuGroup { dir, home })
 }
 
-/// Where the idle cpu cgroup of the server of `state_dir` is (or would be): the server's own
+/// Where the screen cpu cgroup of the server of `state_dir` is (or would be): the server's own
 /// cgroup in the v1 `cpu` hierarchy, and the group's directory in it.
-fn idle_cpu_group_place(state_dir: &Path) -> Result<(PathBuf, PathBuf), String> {
+fn screen_cpu_group_place(state_dir: &Path) -> Result<(PathBuf, PathBuf), String> {
     let read = |path: &str| {
         std::fs::read_to_string(path).map_err(|error| format!("cannot read {path}: {error}"))
     };
@@ -492,14 +504,14 @@ fn idle_cpu_group_place(state_dir: &Path) -> Result<(PathBuf, PathBuf), String> 
         .ok_or_else(|| "no v1 cpu hierarchy is mounted".to_owned())?;
     let own = own_path(&own, Some("cpu")).unwrap_or_else(|| "/".to_owned());
     let home = within(&mount, &own);
-    let dir = home.join(idle_cpu_group_name(state_dir));
+    let dir = home.join(screen_cpu_group_name(state_dir));
     Ok((home, dir))
 }
 
-/// The directory of the idle cpu cgroup a server of `state_dir` started by this process
-/// would make ([`idle_cpu_group`]); `None` without a v1 `cpu` hierarchy.
-pub fn idle_cpu_group_dir(state_dir: &Path) -> Option<PathBuf> {
-    idle_cpu_group_place(state_dir).ok().map(|(_, dir)| dir)
+/// The directory of the screen cpu cgroup a server of `state_dir` started by this process
+/// would make ([`screen_cpu_group`]); `None` without a v1 `cpu` hierarchy.
+pub fn screen_cpu_group_dir(state_dir: &Path) -> Option<PathBuf> {
+    screen_cpu_group_place(state_dir).ok().map(|(_, dir)| dir)
 }
 
 /// The cgroup name of a terminal instance: its id and the start of its process mark (ids are

@@ -4,7 +4,8 @@
 //! bench/ shows it), so a terminal's actor never feeds its emulator inline. It only raises the
 //! `seq` the screen must reach; the screen reads the terminal's event log with its own
 //! [`LogReader`] (which follows the holder's rotations from segment to segment) and applies output
-//! and resize events up to that `seq`. One background thread at a lower CPU priority advances the
+//! and resize events up to that `seq`. One background thread (at the terminals' programs' priority,
+//! below the server's own threads, resting while the CPUs are contended) advances the
 //! screens of all terminals; whoever reads a screen first applies what is still missing, under the
 //! same lock, so every read sees exactly the events the actor had applied before it. Nothing is
 //! queued in memory, so a flood costs no memory, only a screen that catches up later (from the
@@ -28,14 +29,22 @@ use std::time::{Duration, Instant};
 
 use ptyhub_protocol::event::{Event, EventKind, Seq};
 
-use crate::cgroup::IdleCpuGroup;
+use crate::cgroup::ScreenCpuGroup;
 use crate::event_log::{LogReader, TerminalLog};
 use crate::screen::{Screen, ScreenView, SleepingScreen};
 
-/// The background thread applies at most this much log of one terminal before moving on.
-const SLICE_BYTES: usize = 256 * 1024;
-/// Nice value of the background thread (lower priority than the output path).
-const WORKER_NICE: i32 = 10;
+/// The background thread applies at most this much log of one terminal before moving on, and
+/// holds that screen's lock that long (a few milliseconds of emulation where every line
+/// pushes one out of the scrollback).
+const SLICE_BYTES: usize = 32 * 1024;
+/// Nice value of the background thread: the terminals' programs', below the server's own
+/// threads, and never idle-only. A reader of a screen waits for its lock while the thread
+/// applies a slice; with `SCHED_IDLE` (or an idle cgroup) a busy machine left the thread no CPU
+/// in the middle of a slice, and the actor that asked for the screen, with the runtime thread
+/// under it, waited as long as the machine stayed busy (a tmux test beside two busy loops:
+/// 13 s; at nice 10 and a tenth of a group's weight, still 0.3 s and more a read). Under
+/// contention it rests instead ([`CpuPressure`]).
+const WORKER_NICE: i32 = 0;
 /// How long new output of a screen waits before the background thread applies it: longer
 /// than an interactive step takes (an exec's whole round trip is under a millisecond), short
 /// enough that a reader rarely has more than a few events to apply itself.
@@ -288,32 +297,32 @@ enum Job {
     Sleep(Weak<Shared>),
 }
 
-/// The idle cpu cgroup the background thread is to run in, and the thread's id once it runs:
+/// The screen cpu cgroup the background thread is to run in, and the thread's id once it runs:
 /// whichever of the server and the thread comes second moves the thread.
-struct IdlePlacement {
-    group: Option<IdleCpuGroup>,
+struct ScreenPlacement {
+    group: Option<ScreenCpuGroup>,
     worker_tid: Option<i32>,
 }
 
-static IDLE_PLACEMENT: Mutex<IdlePlacement> = Mutex::new(IdlePlacement {
+static SCREEN_PLACEMENT: Mutex<ScreenPlacement> = Mutex::new(ScreenPlacement {
     group: None,
     worker_tid: None,
 });
 
-fn idle_placement() -> MutexGuard<'static, IdlePlacement> {
-    IDLE_PLACEMENT
+fn screen_placement() -> MutexGuard<'static, ScreenPlacement> {
+    SCREEN_PLACEMENT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Runs the background thread in an idle cpu cgroup of the server of `state_dir`
-/// ([`crate::cgroup::idle_cpu_group`]: a cgroup of its own takes it out of the server's
+/// Runs the background thread in a screen cpu cgroup of the server of `state_dir`
+/// ([`crate::cgroup::screen_cpu_group`]: a cgroup of its own takes it out of the server's
 /// scheduler group) for as long as the returned membership is held; dropping it moves the
 /// thread back and removes the group, on every way out of the server. `None`, said at debug
 /// level, where the host allows no such group. Best called before any terminal has a screen.
-pub fn run_in_idle_cpu_group(state_dir: &Path) -> Option<IdleGroupMembership> {
-    let joined = crate::cgroup::idle_cpu_group(state_dir).and_then(|group| {
-        let mut placement = idle_placement();
+pub fn run_in_screen_cpu_group(state_dir: &Path) -> Option<ScreenGroupMembership> {
+    let joined = crate::cgroup::screen_cpu_group(state_dir).and_then(|group| {
+        let mut placement = screen_placement();
         // Without the thread yet, it joins the group as it starts.
         if let Some(tid) = placement.worker_tid
             && let Err(error) = group.join_thread(tid)
@@ -327,8 +336,8 @@ pub fn run_in_idle_cpu_group(state_dir: &Path) -> Option<IdleGroupMembership> {
     });
     match joined {
         Ok(dir) => {
-            tracing::debug!(dir = %dir.display(), "the screen thread runs in an idle cpu cgroup");
-            Some(IdleGroupMembership { _private: () })
+            tracing::debug!(dir = %dir.display(), "the screen thread runs in a screen cpu cgroup");
+            Some(ScreenGroupMembership { _private: () })
         }
         Err(refused) => {
             tracing::debug!(%refused, "the screen thread runs in the server's scheduler group");
@@ -337,24 +346,24 @@ pub fn run_in_idle_cpu_group(state_dir: &Path) -> Option<IdleGroupMembership> {
     }
 }
 
-/// The background thread's place in the idle cpu cgroup ([`run_in_idle_cpu_group`]).
-#[must_use = "dropping it takes the screen thread out of the idle group at once"]
-pub struct IdleGroupMembership {
+/// The background thread's place in the screen cpu cgroup ([`run_in_screen_cpu_group`]).
+#[must_use = "dropping it takes the screen thread out of the screen group at once"]
+pub struct ScreenGroupMembership {
     _private: (),
 }
 
-impl Drop for IdleGroupMembership {
+impl Drop for ScreenGroupMembership {
     fn drop(&mut self) {
-        let mut placement = idle_placement();
+        let mut placement = screen_placement();
         if let Some(group) = placement.group.take() {
             group.remove(placement.worker_tid);
         }
     }
 }
 
-/// Notes the background thread's id and moves it into the idle group if the server gave one.
+/// Notes the background thread's id and moves it into the screen group if the server gave one.
 fn note_worker_thread(tid: i32) {
-    let mut placement = idle_placement();
+    let mut placement = screen_placement();
     placement.worker_tid = Some(tid);
     if let Some(group) = &placement.group
         && let Err(error) = group.join_thread(tid)
@@ -373,15 +382,11 @@ fn worker() -> &'static mpsc::Sender<Job> {
             .name("ptyhub-screen".to_owned())
             .spawn(move || {
                 #[allow(unsafe_code, reason = "thread scheduling calls have no safe wrapper")]
-                // SAFETY: scheduling calls on this thread's own id (Linux applies both per
-                // thread): SCHED_IDLE runs it only on otherwise idle CPU time; the nice value
-                // is the fallback where SCHED_IDLE is refused.
+                // SAFETY: a scheduling call on this thread's own id (Linux applies nice per
+                // thread); raising the nice value is always allowed.
                 let tid = unsafe {
                     let tid = libc::syscall(libc::SYS_gettid) as libc::pid_t;
-                    let param = libc::sched_param { sched_priority: 0 };
-                    if libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) != 0 {
-                        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, WORKER_NICE);
-                    }
+                    libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, WORKER_NICE);
                     tid
                 };
                 note_worker_thread(tid);
@@ -474,13 +479,13 @@ fn run_worker(rx: &mpsc::Receiver<Job>) {
 /// (`/proc/pressure/cpu`: the time some task waited for a CPU), or where that is missing, its
 /// count of runnable tasks against the CPUs (`/proc/loadavg`).
 ///
-/// The thread runs with `SCHED_IDLE`, which should leave it only idle CPU time, but that holds
-/// within the server's scheduler group only: across sessions (autogroup) the kernel weighs a
-/// group by its runnable threads, so when the screen thread is the server's only one it runs
-/// with the group's weight, raised to nice -20 ([`crate::process::raise_server_priority`]).
-/// Twenty terminals printing at full speed on two CPUs left it 1.1 of them (adversarial L1,
-/// `perf`), ahead of the programs, the holders and an idle terminal's exec. So it measures
-/// the contention itself and rests while there is some.
+/// The thread's nice value counts within the server's scheduler group only: across sessions
+/// (autogroup) the kernel weighs a group by its runnable threads, so when the screen thread is
+/// the server's only one it runs with the group's weight, raised to nice -20
+/// ([`crate::process::raise_server_priority`]). Twenty terminals printing at full speed on two
+/// CPUs left it 1.1 of them (adversarial L1, `perf`), ahead of the programs, the holders and
+/// an idle terminal's exec. So it measures the contention itself and rests while there is
+/// some, between slices: never with a screen's lock held, which a reader waits on.
 struct CpuPressure {
     /// The stall total (µs) and when it was read; `None` where the kernel has no such file.
     last: Option<(u64, Instant)>,
@@ -618,7 +623,7 @@ mod tests {
         let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 20, 4);
         let mut last = Seq::ZERO;
         // One slice and a half, so the thread needs more than one turn, in a few large events
-        // of bytes the emulator passes over (NUL): the thread runs on idle CPU time only, which
+        // of bytes the emulator passes over (NUL): the thread rests while the CPUs are contended,
         // a busy machine leaves it little of.
         let mut chunk = vec![0u8; 32 * 1024];
         chunk.extend_from_slice(b"x\r\n");

@@ -397,7 +397,7 @@ pub fn serve_refused(
         let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
     }
     // A server that refused to start leaves no cgroup of its own behind.
-    if let Some(group) = ptyhub_core::cgroup::idle_cpu_group_dir(&dir.path().join("state")) {
+    if let Some(group) = ptyhub_core::cgroup::screen_cpu_group_dir(&dir.path().join("state")) {
         assert!(
             !group.exists(),
             "ptyhub serve {serve_args:?} refused to start and left {}",

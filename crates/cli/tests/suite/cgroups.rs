@@ -663,11 +663,11 @@ fn thread_named(pid: u32, name: &str) -> Option<u32> {
 }
 
 /// Where a v1 `cpu` hierarchy lets one thread of a process join a cgroup, the server's screen
-/// thread runs in an idle cpu cgroup of its own (so it leaves the scheduler group of the
+/// thread runs in a cpu cgroup of its own with a normal weight (so it leaves the scheduler group of the
 /// server's session, docs/backends.md#priority), its other threads stay where they were, and
 /// the server removes the cgroup as it stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_screen_thread_runs_in_an_idle_cpu_cgroup_apart_from_the_servers_other_threads() {
+async fn the_screen_thread_runs_in_a_cpu_cgroup_of_its_own_apart_from_the_servers_other_threads() {
     let mut hub = start();
     let pid = hub.server_pid().unwrap_or_else(|| panic!("no server pid"));
     let main_dir = v1_cpu_dir(pid, pid);
@@ -683,16 +683,27 @@ async fn the_screen_thread_runs_in_an_idle_cpu_cgroup_apart_from_the_servers_oth
     })
     .await;
     let dir = v1_cpu_dir(pid, screen).unwrap_or_else(|| panic!("no cpu cgroup for {screen}"));
-    let name = ptyhub_core::cgroup::idle_cpu_group_name(hub.state_dir());
+    let name = ptyhub_core::cgroup::screen_cpu_group_name(hub.state_dir());
     assert!(dir.ends_with(&name), "{} is not {name}", dir.display());
     assert_eq!(
-        std::fs::read_to_string(dir.join("cpu.idle"))
+        std::fs::read_to_string(dir.join("cpu.shares"))
             .unwrap_or_default()
             .trim(),
-        "1",
+        ptyhub_core::cgroup::SCREEN_CPU_SHARES.to_string(),
         "{}",
         dir.display()
     );
+    // Never idle: it holds a screen's lock while it applies a slice.
+    if dir.join("cpu.idle").exists() {
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cpu.idle"))
+                .unwrap_or_default()
+                .trim(),
+            "0",
+            "{}",
+            dir.display()
+        );
+    }
     assert_eq!(v1_cpu_dir(pid, pid), main_dir, "the main thread stays");
     let tasks = std::fs::read_to_string(dir.join("tasks")).unwrap_or_default();
     assert_eq!(

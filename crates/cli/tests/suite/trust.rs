@@ -74,7 +74,7 @@ async fn a_second_server_takes_neither_the_state_dir_nor_the_socket() {
         "{stderr}"
     );
     // It refused after making its screen thread's cgroup, and took that with it.
-    if let Some(group) = ptyhub_core::cgroup::idle_cpu_group_dir(Path::new(&own_state)) {
+    if let Some(group) = ptyhub_core::cgroup::screen_cpu_group_dir(Path::new(&own_state)) {
         assert!(!group.exists(), "{} outlived its server", group.display());
     }
 
@@ -224,7 +224,7 @@ fn a_server_in_a_pid_namespace_its_session_leader_is_outside_of_serves() {
     // What the killed server cannot remove itself (its screen thread's cgroup), once the
     // namespace's teardown has ended it.
     let deadline = Instant::now() + default_timeout();
-    while let Some(group) = ptyhub_core::cgroup::idle_cpu_group_dir(&state)
+    while let Some(group) = ptyhub_core::cgroup::screen_cpu_group_dir(&state)
         && group.exists()
     {
         ptyhub_core::cgroup::remove_all(&state);
