@@ -614,6 +614,49 @@ mod tests {
         Ok(())
     }
 
+    /// The background thread is never idle-only: it holds a screen's lock while it applies a
+    /// slice, and an idle-only thread on a busy machine held it, with readers (the actor, the
+    /// runtime thread under it) waiting, as long as the machine stayed busy.
+    #[test]
+    fn the_background_thread_runs_at_a_normal_policy_and_nice() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;
+        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 20, 4);
+        let last = log.append(EventKind::Output {
+            data: b"hi\r\n".to_vec(),
+        })?;
+        screen.advance_to(last);
+        let since = Instant::now();
+        let stat = loop {
+            let found = std::fs::read_dir("/proc/self/task")?
+                .flatten()
+                .filter(|task| {
+                    std::fs::read_to_string(task.path().join("comm"))
+                        .is_ok_and(|comm| comm.trim() == "ptyhub-screen")
+                })
+                .find_map(|task| std::fs::read_to_string(task.path().join("stat")).ok());
+            match found {
+                Some(stat) => break stat,
+                None if since.elapsed() < Duration::from_secs(30) => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                None => panic!("no ptyhub-screen thread"),
+            }
+        };
+        // Fields after the command's closing parenthesis: state is field 3, nice 19, policy 41.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        assert_eq!(fields.get(41 - 3), Some(&"0"), "policy SCHED_OTHER: {stat}");
+        assert_eq!(
+            fields.get(19 - 3),
+            Some(&WORKER_NICE.to_string().as_str()),
+            "{stat}"
+        );
+        Ok(())
+    }
+
     /// The background thread applies new output by itself once it has settled, a flood of it
     /// slice after slice, with nobody reading the screen.
     #[test]
