@@ -36,7 +36,7 @@ use crate::screen::{Screen, ScreenView, SleepingScreen};
 /// The background thread applies at most this much log of one terminal before moving on, and
 /// holds that screen's lock that long (a few milliseconds of emulation where every line
 /// pushes one out of the scrollback).
-const SLICE_BYTES: usize = 32 * 1024;
+const SLICE_BYTES: usize = 64 * 1024;
 /// Nice value of the background thread: the terminals' programs', below the server's own
 /// threads, and never idle-only. A reader of a screen waits for its lock while the thread
 /// applies a slice; with `SCHED_IDLE` (or an idle cgroup) a busy machine left the thread no CPU
@@ -336,7 +336,7 @@ pub fn run_in_screen_cpu_group(state_dir: &Path) -> Option<ScreenGroupMembership
     });
     match joined {
         Ok(dir) => {
-            tracing::debug!(dir = %dir.display(), "the screen thread runs in a screen cpu cgroup");
+            tracing::debug!(dir = %dir.display(), "the screen thread runs in a cpu cgroup of its own");
             Some(ScreenGroupMembership { _private: () })
         }
         Err(refused) => {
