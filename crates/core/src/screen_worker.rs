@@ -42,8 +42,8 @@ const SLICE_BYTES: usize = 64 * 1024;
 /// applies a slice; with `SCHED_IDLE` (or an idle cgroup) a busy machine left the thread no CPU
 /// in the middle of a slice, and the actor that asked for the screen, with the runtime thread
 /// under it, waited as long as the machine stayed busy (a tmux test beside two busy loops:
-/// 13 s; at nice 10 and a tenth of a group's weight, still 0.3 s and more a read). Under
-/// contention it rests instead ([`CpuPressure`]).
+/// 13 s; at nice 10 and a tenth of a group's weight `gdb` still found the runtime thread
+/// waiting on the lock). Under contention it rests instead ([`CpuPressure`]).
 const WORKER_NICE: i32 = 0;
 /// How long new output of a screen waits before the background thread applies it: longer
 /// than an interactive step takes (an exec's whole round trip is under a millisecond), short

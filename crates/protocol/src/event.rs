@@ -278,7 +278,7 @@ impl Event {
         if let Ok(fast) = serde_json::from_slice::<Fast<'_>>(line)
             && fast.kind == "pty.output"
             && let Some(text) = fast.data_b64
-            && let Ok(data) = B64.decode_to_vec(text)
+            && let Ok(data) = decode_b64(text)
         {
             return Ok(Self {
                 seq: fast.seq,
@@ -312,19 +312,18 @@ impl Event {
 
 /// Serde adapter: bytes as standard base64 text.
 pub mod b64 {
-    use super::B64;
+    use super::{decode_b64, encode_b64};
     use serde::{Deserialize, Deserializer, Serializer};
 
     /// Writes `bytes` as one base64 string.
     pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&B64.encode_to_string(bytes))
+        serializer.serialize_str(&encode_b64(bytes))
     }
 
     /// Reads one base64 string back into bytes; anything else is an error.
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        B64.decode_to_vec(text.as_bytes())
-            .map_err(serde::de::Error::custom)
+        decode_b64(&text).map_err(serde::de::Error::custom)
     }
 }
 

@@ -663,9 +663,9 @@ fn thread_named(pid: u32, name: &str) -> Option<u32> {
 }
 
 /// Where a v1 `cpu` hierarchy lets one thread of a process join a cgroup, the server's screen
-/// thread runs in a cpu cgroup of its own with a normal weight (so it leaves the scheduler group of the
-/// server's session, docs/backends.md#priority), its other threads stay where they were, and
-/// the server removes the cgroup as it stops.
+/// thread runs in a cpu cgroup of its own with a normal weight (so it leaves the scheduler
+/// group of the server's session, docs/backends.md#priority), its other threads stay where
+/// they were, and the server removes the cgroup as it stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_screen_thread_runs_in_a_cpu_cgroup_of_its_own_apart_from_the_servers_other_threads() {
     let mut hub = start();
@@ -715,4 +715,31 @@ async fn the_screen_thread_runs_in_a_cpu_cgroup_of_its_own_apart_from_the_server
     close(&client, &id).await;
     hub.stop_server();
     assert!(!dir.exists(), "{} outlived its server", dir.display());
+}
+
+/// The server's screen thread is never idle-only, on any host: it holds a screen's lock while
+/// it applies a slice of the log, and under `SCHED_IDLE` a busy machine left it no CPU there
+/// while the actor that asked for the screen, and the runtime thread under it, waited
+/// (docs/reliability.md). Its policy is the normal one and its nice the programs' (0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_screen_thread_of_the_server_runs_at_the_normal_policy_and_the_programs_nice() {
+    let hub = start();
+    let pid = hub.server_pid().unwrap_or_else(|| panic!("no server pid"));
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/" })).await;
+    exec(&client, &id, "echo on the screen").await;
+    let screen = wait_until("the screen thread", || async {
+        thread_named(pid, "ptyhub-screen")
+    })
+    .await;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{screen}/stat"))
+        .unwrap_or_else(|e| panic!("stat of the screen thread: {e}"));
+    // Fields after the command's closing parenthesis start at field 3: nice is 19, policy 41.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    assert_eq!(fields.get(41 - 3), Some(&"0"), "SCHED_OTHER: {stat}");
+    assert_eq!(fields.get(19 - 3), Some(&"0"), "nice 0: {stat}");
+    close(&client, &id).await;
 }
