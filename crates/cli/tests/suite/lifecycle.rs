@@ -162,6 +162,42 @@ async fn resize_changes_the_pty_and_the_screen() {
     assert_eq!(data(&screen)["screen"].as_array().map(Vec::len), Some(20));
 }
 
+/// A resize answered is in effect for the next command, even one the server types into the
+/// PTY itself: here the holder is stopped when the resize reaches it, so only the order of
+/// the two can make the command see the new size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_after_a_resize_sees_the_new_size_while_the_holder_lags() {
+    use rustix::process::{Pid, Signal, kill_process};
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cols": 80, "rows": 24 })).await;
+    // The first exec gets the server its way of typing into the PTY.
+    assert_eq!(exec(&client, &id, "stty size").await["output"], "24 80");
+    let pids = hub.holder_pids();
+    let holder = pids
+        .first()
+        .and_then(|&pid| Pid::from_raw(pid as i32))
+        .unwrap_or_else(|| panic!("no holder: {pids:?}"));
+    let signal = |signal| kill_process(holder, signal).unwrap_or_else(|e| panic!("kill: {e}"));
+    signal(Signal::STOP);
+    let resized = post(
+        &client,
+        &format!("/v2/pty/sessions/{id}/resize"),
+        json!({ "cols": 100, "rows": 30 }),
+    )
+    .await;
+    let run = tokio::spawn({
+        let client = client.clone();
+        let id = id.clone();
+        async move { exec(&client, &id, "stty size").await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    signal(Signal::CONT);
+    assert_eq!(resized.status, 200, "{}", resized.body);
+    let result = run.await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(result["output"], "30 100", "{result}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_creates_of_one_id_make_one_terminal() {
     let hub = start();

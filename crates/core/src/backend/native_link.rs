@@ -34,6 +34,11 @@ pub struct HolderLink {
     /// The holder's socket, for the typing connection.
     socket: PathBuf,
     typist: Typist,
+    /// A request the holder acts on without answering (a resize, a signal) went out after the
+    /// last `input`: a command typed into the PTY now could run before the holder has acted
+    /// on it (`stty size` would read the old size), so the next one goes through the holder,
+    /// in order.
+    has_unanswered_action: bool,
 }
 
 /// How long the holder may take to hand over its PTY's master.
@@ -173,6 +178,7 @@ impl HolderLink {
             writer,
             socket: socket.to_path_buf(),
             typist: Typist::Unasked,
+            has_unanswered_action: false,
         };
         link.send(&HolderRequest::Hello {
             version: HOLDER_PROTOCOL_MIN,
@@ -189,11 +195,24 @@ impl HolderLink {
 
     /// Sends `requests` as one write: one line each.
     pub async fn send_all(&mut self, requests: &[HolderRequest]) -> std::io::Result<()> {
+        for request in requests {
+            match request {
+                HolderRequest::Resize { .. }
+                | HolderRequest::Signal { .. }
+                | HolderRequest::SignalStartedSince { .. } => self.has_unanswered_action = true,
+                // Answered once the holder took it, so after what was sent before: the
+                // terminal's actor types nothing itself until then (`is_queue_clear`).
+                HolderRequest::Input { .. } => self.has_unanswered_action = false,
+                _ => {}
+            }
+        }
         write_all(&self.writer, &lines_of(requests)?).await
     }
 
     /// Types an exec's command into the PTY itself when it can: the holder was asked for the
-    /// master (once), every input sent before was typed (`is_queue_clear`), the program left
+    /// master (once), every input sent before was typed (`is_queue_clear`), the holder has
+    /// acted on every resize and signal sent before (an `input` went after them and was
+    /// answered: `has_unanswered_action` is false), the program left
     /// no output unread (so what it printed before the command is logged before it), and the
     /// command is short enough ([`TYPED_RECORDS_MAX_BYTES`]).
     /// The note and a `typed` request go to the holder first, then the bytes to the PTY;
@@ -216,7 +235,7 @@ impl HolderLink {
                 None => Typist::Refused,
             };
         }
-        let typed = if is_queue_clear {
+        let typed = if is_queue_clear && !self.has_unanswered_action {
             self.type_into_pty(&note, data, source.as_ref()).await?
         } else {
             None
