@@ -264,9 +264,14 @@ impl CommandNote {
 }
 
 impl Event {
-    /// Parses one log line. Output events (nearly every line) take a fast path that borrows
+    /// Parses one log line (its newline may be there or not). Output events (nearly every
+    /// line) take a fast path: in the shape [`Self::write_json_line`] writes them, no JSON
+    /// parser reads them at all ([`Self::from_output_line`]); in another shape, one borrows
     /// the base64 text instead of buffering the whole object first.
     pub fn from_json_line(line: &[u8]) -> Result<Self, serde_json::Error> {
+        if let Some(event) = Self::from_output_line(line) {
+            return Ok(event);
+        }
         #[derive(Deserialize)]
         struct Fast<'a> {
             seq: Seq,
@@ -287,6 +292,38 @@ impl Event {
             });
         }
         serde_json::from_slice(line)
+    }
+
+    /// An output event in exactly the shape [`Self::write_json_line`] writes, read without a
+    /// JSON parser: a JSON parser would scan the base64 text for escapes and check it is UTF-8,
+    /// which costs the server and its screen thread more than decoding it (a flood is almost
+    /// all base64). Base64 has no character JSON escapes, so the text is the rest of the line
+    /// up to its closing `"}`, and the decoder refuses anything that is not base64. `None` for
+    /// any other line (the JSON parsers then read it, as they read whatever another writer
+    /// may have written).
+    fn from_output_line(line: &[u8]) -> Option<Self> {
+        const DATA: &[u8] = b",\"type\":\"pty.output\",\"data_b64\":\"";
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        let rest = line.strip_prefix(b"{\"seq\":")?;
+        let seq_end = rest.iter().position(|&b| b == b',')?;
+        let (seq, rest) = rest.split_at(seq_end);
+        let rest = rest.strip_prefix(b",\"ts\":")?;
+        let ts_end = rest.iter().position(|&b| b == b',')?;
+        let (ts, rest) = rest.split_at(ts_end);
+        let text = rest.strip_prefix(DATA)?.strip_suffix(b"\"}")?;
+        let is_plain_number = !seq.is_empty()
+            && seq.iter().all(u8::is_ascii_digit)
+            && (seq.len() == 1 || seq[0] != b'0');
+        if !is_plain_number {
+            return None;
+        }
+        Some(Self {
+            seq: Seq(std::str::from_utf8(seq).ok()?.parse().ok()?),
+            ts: serde_json::from_slice(ts).ok()?,
+            kind: EventKind::Output {
+                data: B64.decode_to_vec(text).ok()?,
+            },
+        })
     }
 
     /// Writes the event as one log line (with its newline). Output events are formatted
@@ -407,6 +444,61 @@ mod tests {
         assert!(Event::from_json_line(bad).is_err());
         assert!(decode_b64("QR==").is_err());
         assert_eq!(decode_b64("QQ==").ok(), Some(b"A".to_vec()));
+        Ok(())
+    }
+
+    /// The output line read without a JSON parser gives what serde gives for every line our
+    /// writer writes, and any other shape goes to serde: spacing, another field order, an
+    /// escape in the base64, a number serde refuses, a line of another type.
+    #[test]
+    fn output_lines_read_without_a_json_parser_match_serde() -> Result<(), serde_json::Error> {
+        let serde_reads = |line: &[u8]| serde_json::from_slice::<Event>(line).ok();
+        for (i, size) in (0..70).chain([4095, 65_536]).enumerate() {
+            let event = Event {
+                seq: Seq([0, 1, 9, 10, 123_456_789, u64::MAX][i % 6]),
+                ts: [0.0, 1.5, 1_796_514_473.414, 1e-7, 12_345_678_901_234_567.0][i % 5],
+                kind: EventKind::Output {
+                    data: (0..size).map(|b| (b * 31 % 256) as u8).collect(),
+                },
+            };
+            let mut line = Vec::new();
+            event.write_json_line(&mut line)?;
+            let fast = Event::from_output_line(&line);
+            assert_eq!(
+                fast,
+                Some(event.clone()),
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+            assert_eq!(fast, serde_reads(&line));
+            assert_eq!(Event::from_output_line(&line[..line.len() - 1]), fast);
+        }
+        let others: [&[u8]; 10] = [
+            br#"{"seq": 1,"ts":1.5,"type":"pty.output","data_b64":"aGk="}"#,
+            br#"{"seq":1,"type":"pty.output","ts":1.5,"data_b64":"aGk="}"#,
+            br#"{"seq":1,"ts":1.5,"type":"pty.output","data_b64":"a\/k="}"#,
+            br#"{"seq":1,"ts":1.5,"type":"pty.output","data_b64":"aGk=","x":1}"#,
+            br#"{"seq":01,"ts":1.5,"type":"pty.output","data_b64":"aGk="}"#,
+            br#"{"seq":-1,"ts":1.5,"type":"pty.output","data_b64":"aGk="}"#,
+            br#"{"seq":18446744073709551616,"ts":1.5,"type":"pty.output","data_b64":"aGk="}"#,
+            br#"{"seq":1,"ts":1.5,"type":"pty.input","data_b64":"aGk=","bytes":2}"#,
+            br#"{"seq":1,"ts":1.5,"type":"pty.output","data_b64":"aGk"}"#,
+            br#"{"seq":1,"ts":"1.5","type":"pty.output","data_b64":"aGk="}"#,
+        ];
+        for line in others {
+            assert_eq!(
+                Event::from_output_line(line),
+                None,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            assert_eq!(
+                Event::from_json_line(line).ok(),
+                serde_reads(line),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
         Ok(())
     }
 
