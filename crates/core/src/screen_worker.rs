@@ -7,7 +7,8 @@
 //! and resize events up to that `seq`. One background thread (at the terminals' programs' priority,
 //! below the server's own threads, resting while the CPUs are contended) advances the
 //! screens of all terminals; whoever reads a screen first applies what is still missing, under the
-//! same lock, so every read sees exactly the events the actor had applied before it. Nothing is
+//! same lock, so every read sees at least the events the actor had applied before it (a read far
+//! behind does so on a blocking thread: [`SharedScreen::read_then`]). Nothing is
 //! queued in memory, so a flood costs no memory, only a screen that catches up later (from the
 //! oldest kept event, if it fell further behind than the log keeps).
 //!
@@ -63,6 +64,11 @@ const CONTENDED_SHARE: f64 = 0.25;
 /// The contention is measured over at least this long (and the kernel's file read at most
 /// this often).
 const PRESSURE_WINDOW: Duration = Duration::from_millis(20);
+/// A read applies what its screen still lacks on the caller's thread when that is at most
+/// this many events (a few milliseconds of emulation at worst: an event holds at most the
+/// holder's 64 KiB read); further behind, it applies them on a blocking thread
+/// ([`SharedScreen::read_then`]).
+const INLINE_CATCH_UP_EVENTS: u64 = 8;
 /// The heap is trimmed after screens went to sleep, at most this often (a trim walks the
 /// allocator's free lists under its lock).
 const TRIM_EVERY: Duration = Duration::from_millis(500);
@@ -203,15 +209,53 @@ impl SharedScreen {
     /// Runs `read` on the screen with every event up to the target applied (woken first if
     /// it was asleep).
     pub fn read<T>(&self, read: impl FnOnce(&Screen) -> T) -> T {
+        self.read_at(read).0
+    }
+
+    /// [`Self::read`], with the `seq` of the newest event the screen then reflects.
+    fn read_at<T>(&self, read: impl FnOnce(&Screen) -> T) -> (T, Seq) {
         let mut inner = self.shared.lock();
         let target = Seq(self.shared.target.load(Ordering::Acquire));
         inner.apply(target, usize::MAX);
         self.shared.used(&Arc::downgrade(&self.shared));
-        read(inner.screen())
+        let applied = inner.applied();
+        (read(inner.screen()), applied)
     }
 
     pub fn view(&self) -> ScreenView {
         self.read(Screen::view)
+    }
+
+    /// [`Self::read`], then `reply` with what it read and the `seq` of the newest event the
+    /// screen then reflected: on this thread when the screen lacks
+    /// little ([`INLINE_CATCH_UP_EVENTS`]), else on a blocking thread of the runtime. After a
+    /// flood the background thread may be far behind (it rests while the CPUs are busy, and
+    /// 100 MB of mixed output is over a second of emulation): caught up on the terminal's
+    /// actor, that second would hold the server's runtime thread, and every other request and
+    /// terminal with it.
+    pub fn read_then<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Screen) -> T + Send + 'static,
+        reply: impl FnOnce(T, Seq) + Send + 'static,
+    ) {
+        let applied = self.shared.lock().applied().0;
+        let behind = self
+            .shared
+            .target
+            .load(Ordering::Acquire)
+            .saturating_sub(applied);
+        let read_and_reply = {
+            let screen = self.clone();
+            move || {
+                let (value, seq) = screen.read_at(read);
+                reply(value, seq);
+            }
+        };
+        if behind <= INLINE_CATCH_UP_EVENTS {
+            read_and_reply();
+        } else {
+            drop(tokio::task::spawn_blocking(read_and_reply));
+        }
     }
 
     /// Puts the screen to sleep if nobody fed or read it for `idle` and it is not behind its
@@ -220,6 +264,12 @@ impl SharedScreen {
     #[cfg(test)]
     fn sleep_if_idle(&self, idle: Duration) -> Option<Duration> {
         self.shared.sleep_if_idle(idle)
+    }
+
+    /// [`Self::advance_to`] without telling the background thread: only a read applies it.
+    #[cfg(test)]
+    fn raise_target_unseen(&self, seq: Seq) {
+        self.shared.target.fetch_max(seq.0, Ordering::AcqRel);
     }
 
     /// Whether the screen is asleep now.
@@ -611,6 +661,54 @@ mod tests {
         assert_eq!(view.cols, 30);
         assert_eq!(view.lines[view.lines.len() - 2], "line 99");
         assert_eq!(view.lines[view.lines.len() - 1], "last");
+        Ok(())
+    }
+
+    /// A read that finds its screen a few events behind catches up where it is asked; one far
+    /// behind (a flood the background thread has not applied yet) catches up on a blocking
+    /// thread, so the caller (the terminal's actor, the server's runtime thread under it) goes
+    /// on at once. Both see every event up to the target and say which `seq` that is.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_read_far_behind_catches_up_on_a_blocking_thread() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;
+        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 20, 4);
+        let near = log.append(EventKind::Output {
+            data: b"near\r\n".to_vec(),
+        })?;
+        screen.advance_to(near);
+        let here = std::thread::current().id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reply = |tx: std::sync::mpsc::Sender<_>| {
+            move |view: ScreenView, seq| {
+                let _ = tx.send((std::thread::current().id(), view, seq));
+            }
+        };
+        screen.read_then(Screen::view, reply(tx.clone()));
+        let (thread, view, seq) = rx.try_recv().map_err(std::io::Error::other)?;
+        assert_eq!((thread, seq), (here, near), "{view:?}");
+        assert_eq!(view.lines[0], "near");
+
+        let mut far = near;
+        for i in 0..=INLINE_CATCH_UP_EVENTS * 4 {
+            far = log.append(EventKind::Output {
+                data: format!("far {i}\r\n").into_bytes(),
+            })?;
+        }
+        // The background thread is not told, so it cannot have caught up before the read.
+        screen.raise_target_unseen(far);
+        screen.read_then(Screen::view, reply(tx));
+        let (thread, view, seq) = tokio::task::spawn_blocking(move || rx.recv())
+            .await
+            .map_err(std::io::Error::other)?
+            .map_err(std::io::Error::other)?;
+        assert_ne!(thread, here, "caught up on the caller's thread");
+        assert_eq!(seq, far);
+        assert_eq!(
+            view.lines[2],
+            format!("far {}", INLINE_CATCH_UP_EVENTS * 4),
+            "{view:?}"
+        );
         Ok(())
     }
 

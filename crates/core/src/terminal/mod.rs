@@ -55,6 +55,7 @@ use tokio::time::Instant;
 
 use crate::backend::{Backend, LineStream, RequestSink, TerminalLog};
 use crate::queries::QueryScanner;
+use crate::screen::{Screen, ScreenView};
 use crate::screen_worker::SharedScreen;
 use crate::shell::ShellKind;
 use crate::state_dir::{self, TerminalMeta};
@@ -925,7 +926,10 @@ impl Actor {
                 let _ = reply.send(self.command_result(id));
             }
             Request::Screen(reply) => {
-                let _ = reply.send(self.screen_response());
+                let response = self.screen_response();
+                self.screen.read_then(Screen::view, move |view, seq| {
+                    let _ = reply.send(with_view(response, view, seq));
+                });
             }
             Request::Progress(reply) => {
                 let record = self.tracker.current();
@@ -993,7 +997,9 @@ impl Actor {
                 let _ = reply.send(self.shell_state());
             }
             Request::View(reply) => {
-                let _ = reply.send(self.screen.view());
+                self.screen.read_then(Screen::view, move |view, _| {
+                    let _ = reply.send(view);
+                });
             }
             Request::Job(id, reply) => {
                 let _ = reply.send(self.job_view(id));
@@ -1018,7 +1024,12 @@ impl Actor {
                 let _ = reply.send((self.meta.id.to_string(), self.command_source(id)));
             }
             Request::LinesPage(offset, count, reply) => {
-                let _ = reply.send(self.screen.read(|s| s.lines_page(offset, count)));
+                self.screen.read_then(
+                    move |screen| screen.lines_page(offset, count),
+                    move |page, _| {
+                        let _ = reply.send(page);
+                    },
+                );
             }
             Request::Probe(reply) => {
                 let _ = reply.send(Probe {
@@ -1033,8 +1044,9 @@ impl Actor {
         }
     }
 
+    /// The screen answer but for the screen itself and the `seq` it reflects, which
+    /// [`with_view`] fills in.
     fn screen_response(&self) -> ScreenResponse {
-        let view = self.screen.view();
         let record = self.tracker.current();
         ScreenResponse {
             session_id: self.meta.id.to_string(),
@@ -1042,12 +1054,12 @@ impl Actor {
             status: record.map_or(CommandStatus::Completed, |c| c.status),
             output: record.map(|c| c.output()).unwrap_or_default(),
             exit_code: record.and_then(|c| c.exit_code),
-            screen: view.lines,
-            cols: view.cols,
-            rows: view.rows,
-            cursor_row: view.cursor_row,
-            cursor_col: view.cursor_col,
-            is_alternate_screen: view.is_alternate_screen,
+            screen: Vec::new(),
+            cols: 0,
+            rows: 0,
+            cursor_row: 0,
+            cursor_col: 0,
+            is_alternate_screen: false,
             state: self.meta.state,
             title: self.tracker.title().map(str::to_owned),
             seq: self.last_seq,
@@ -1139,5 +1151,19 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+/// `response` with the screen `view` in it, which reflects the events up to `seq`.
+fn with_view(response: ScreenResponse, view: ScreenView, seq: Seq) -> ScreenResponse {
+    ScreenResponse {
+        seq,
+        screen: view.lines,
+        cols: view.cols,
+        rows: view.rows,
+        cursor_row: view.cursor_row,
+        cursor_col: view.cursor_col,
+        is_alternate_screen: view.is_alternate_screen,
+        ..response
     }
 }
