@@ -267,10 +267,14 @@ impl Actor {
             .pending_exec
             .take_if(|p| now >= p.since + FIRST_PROMPT_TIMEOUT)
         {
-            let screen = self.screen.view().tail(SCREEN_TAIL_ROWS);
-            let _ = pending
-                .reply
-                .send(Err(TerminalError::FirstPromptTimeout { screen }));
+            self.screen.read_then(
+                |screen| screen.view().tail(SCREEN_TAIL_ROWS),
+                move |screen, _| {
+                    let _ = pending
+                        .reply
+                        .send(Err(TerminalError::FirstPromptTimeout { screen }));
+                },
+            );
         }
         // A prompt whose bracketed paste never came gets the exec typed once the paste wait
         // is over: a shell that turned the paste off, or a prompt the tty discarded (a ^C the
