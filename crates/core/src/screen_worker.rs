@@ -228,7 +228,7 @@ impl SharedScreen {
 
     /// [`Self::read`], then `reply` with what it read and the `seq` of the newest event the
     /// screen then reflected: on this thread when the screen lacks
-    /// little ([`INLINE_CATCH_UP_EVENTS`]), else on a blocking thread of the runtime. After a
+    /// little (`INLINE_CATCH_UP_EVENTS`), else on a blocking thread of the runtime. After a
     /// flood the background thread may be far behind (it rests while the CPUs are busy, and
     /// 100 MB of mixed output is over a second of emulation): caught up on the terminal's
     /// actor, that second would hold the server's runtime thread, and every other request and

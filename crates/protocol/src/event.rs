@@ -266,7 +266,7 @@ impl CommandNote {
 impl Event {
     /// Parses one log line (its newline may be there or not). Output events (nearly every
     /// line) take a fast path: in the shape [`Self::write_json_line`] writes them, no JSON
-    /// parser reads them at all ([`Self::from_output_line`]); in another shape, one borrows
+    /// parser reads them at all (`from_output_line`); in another shape, one borrows
     /// the base64 text instead of buffering the whole object first.
     pub fn from_json_line(line: &[u8]) -> Result<Self, serde_json::Error> {
         if let Some(event) = Self::from_output_line(line) {
