@@ -27,6 +27,10 @@ binary output, as `run.py` does), as system `LABEL ws` with its own server and t
 end), in turns of `--create-batch`, as `run.py`'s create workload does for one build: on this
 VM's file system each run is slower than the one before, so builds are only comparable in one.
 Report: `-create.md`.
+
+`--workload catchup`: on each build, `cat` of the mixed file, then at once a snapshot of that
+terminal, with `/healthz` and an exec on another terminal every 20 ms beside it: how long the
+screen takes to catch up, and whether the rest of the server waits for it (`-catchup.md`).
 """
 
 from __future__ import annotations
@@ -36,11 +40,12 @@ import os
 import platform
 import shlex
 import sys
+import threading
 import time
 from pathlib import Path
 
 from bare import Bare
-from common import (REPO, SMALL, Env, cpu_ns_and_switches, fmt, generate_mixed_file, log,
+from common import (BIG, REPO, SMALL, Env, cpu_ns_and_switches, fmt, generate_mixed_file, log,
                     median, percentile)
 from ptyhub_system import Ptyhub, resolve_builds, write_results
 from tmux_system import Tmux
@@ -174,6 +179,90 @@ def measure_throughput(args, binaries: list[tuple[str, Path]]) -> dict:
     return {"runs": runs, "builds": [label for label, _ in binaries]}
 
 
+def catchup_round(p: Ptyhub, cmd: str) -> dict:
+    """`cmd` (a flood) on a fresh terminal, then at once a snapshot of it on a connection of
+    its own; beside the snapshot, every 20 ms, `/healthz` and an exec on another terminal.
+    The snapshot waits for the screen to apply what it still lacks; the others must not."""
+    sid = p.create(BIG)
+    other = p.create(BIG)
+    try:
+        p.wait_prompt(sid)
+        p.wait_prompt(other)
+        p.exec(sid, cmd, truncate=True, timeout=600)
+        snap: dict = {}
+
+        def snapshot():
+            conn = p._connect()
+            t0 = time.monotonic()
+            try:
+                p.request("GET", f"/v2/pty/sessions/{sid}/snapshot", conn=conn)
+            finally:
+                snap["ms"] = (time.monotonic() - t0) * 1e3
+                conn.close()
+
+        thread = threading.Thread(target=snapshot)
+        thread.start()
+        healthz, execs = [], []
+        while thread.is_alive():
+            t0 = time.monotonic()
+            p.request("GET", "/healthz")
+            healthz.append((time.monotonic() - t0) * 1e3)
+            t0 = time.monotonic()
+            p.exec(other, "true", timeout=60)
+            execs.append((time.monotonic() - t0) * 1e3)
+            time.sleep(0.02)
+        thread.join()
+        return {"snapshot_ms": snap["ms"], "healthz_max_ms": max(healthz, default=0.0),
+                "exec_max_ms": max(execs, default=0.0), "probes": len(healthz)}
+    finally:
+        p.delete(sid)
+        p.delete(other)
+
+
+def measure_catchup(args, binaries: list[tuple[str, Path]]) -> dict:
+    """`catchup_round` for each build, round after round (the order reversed every other)."""
+    env = Env(keep=False)
+    runs: dict[str, list[dict]] = {}
+    try:
+        mixed = env.data / "mixed.txt"
+        generate_mixed_file(mixed, int(args.cat_mb * 1_000_000))
+        cmd = f"cat {shlex.quote(str(mixed))}"
+        hubs = {label: Ptyhub(env, binary, f"catchup-{label}") for label, binary in binaries}
+        names = list(hubs)
+        for r in range(args.rounds):
+            for name in (names if r % 2 == 0 else names[::-1]):
+                runs.setdefault(name, []).append(catchup_round(hubs[name], cmd))
+            log(f"round {r + 1}/{args.rounds}")
+    finally:
+        env.cleanup()
+    return {"runs": runs, "builds": [label for label, _ in binaries]}
+
+
+def report_catchup(result: dict, args, notes: list[str]) -> str:
+    lines = [
+        "# A snapshot right after a flood, and the server beside it",
+        "",
+        f"- {args.rounds} rounds; in each, on every build: `cat` of the {args.cat_mb:g} MB "
+        "mixed file on a fresh 200x50 terminal, then at once a snapshot of it; beside the "
+        "snapshot, every 20 ms, `GET /healthz` and an exec of `true` on another terminal",
+        f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.release()}; "
+        "a shared machine (other work may run beside it)",
+        *[f"- {n}" for n in notes],
+        "",
+        "| build | snapshot ms, median | slowest /healthz beside it, median ms | "
+        "slowest exec beside it, median ms | per round (snapshot / healthz / exec ms) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, items in result["runs"].items():
+        shown = ", ".join(f"{run['snapshot_ms']:.0f} / {run['healthz_max_ms']:.0f} / "
+                          f"{run['exec_max_ms']:.0f}" for run in items)
+        lines.append(
+            f"| {name} | {median([r['snapshot_ms'] for r in items]):.0f} | "
+            f"{median([r['healthz_max_ms'] for r in items]):.1f} | "
+            f"{median([r['exec_max_ms'] for r in items]):.1f} | {shown} |")
+    return "\n".join(lines) + "\n"
+
+
 def report_throughput(result: dict, args, notes: list[str]) -> str:
     lines = [
         "# Output throughput, builds side by side",
@@ -283,9 +372,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--ws", action="store_true",
                     help="also each build's exec frames on one WebSocket")
-    ap.add_argument("--workload", choices=("roundtrip", "create", "throughput"),
+    ap.add_argument("--workload", choices=("roundtrip", "create", "throughput", "catchup"),
                     default="roundtrip")
-    ap.add_argument("--rounds", type=int, default=8, help="throughput rounds")
+    ap.add_argument("--rounds", type=int, default=8, help="throughput and catch-up rounds")
     ap.add_argument("--seq-n", type=int, default=3_000_000)
     ap.add_argument("--cat-mb", type=float, default=100.0)
     ap.add_argument("--create-n", type=int, default=500)
@@ -301,6 +390,7 @@ def main(argv: list[str]) -> int:
         "roundtrip": (measure, report, "compare"),
         "create": (measure_creates, report_creates, "create"),
         "throughput": (measure_throughput, report_throughput, "throughput"),
+        "catchup": (measure_catchup, report_catchup, "catchup"),
     }[args.workload]
     result = measure_with(args, binaries)
     md = report_with(result, args, notes)
