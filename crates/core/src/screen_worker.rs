@@ -238,24 +238,36 @@ impl SharedScreen {
         read: impl FnOnce(&Screen) -> T + Send + 'static,
         reply: impl FnOnce(T, Seq) + Send + 'static,
     ) {
+        if self.is_far_behind() {
+            self.read_off_thread(read, reply);
+        } else {
+            let (value, seq) = self.read_at(read);
+            reply(value, seq);
+        }
+    }
+
+    /// Whether the screen lacks more than `INLINE_CATCH_UP_EVENTS` of its target.
+    pub fn is_far_behind(&self) -> bool {
         let applied = self.shared.lock().applied().0;
-        let behind = self
-            .shared
+        self.shared
             .target
             .load(Ordering::Acquire)
-            .saturating_sub(applied);
-        let read_and_reply = {
-            let screen = self.clone();
-            move || {
-                let (value, seq) = screen.read_at(read);
-                reply(value, seq);
-            }
-        };
-        if behind <= INLINE_CATCH_UP_EVENTS {
-            read_and_reply();
-        } else {
-            drop(tokio::task::spawn_blocking(read_and_reply));
-        }
+            .saturating_sub(applied)
+            > INLINE_CATCH_UP_EVENTS
+    }
+
+    /// [`Self::read_then`] on a blocking thread of the runtime, however far behind the screen
+    /// is (`reply` may block).
+    pub fn read_off_thread<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Screen) -> T + Send + 'static,
+        reply: impl FnOnce(T, Seq) + Send + 'static,
+    ) {
+        let screen = self.clone();
+        drop(tokio::task::spawn_blocking(move || {
+            let (value, seq) = screen.read_at(read);
+            reply(value, seq);
+        }));
     }
 
     /// Puts the screen to sleep if nobody fed or read it for `idle` and it is not behind its

@@ -699,6 +699,26 @@ async fn a_terminal_query_gets_exactly_one_answer() {
     assert!(!relay_seen.text.contains("9;9"), "{}", relay_seen.text);
 }
 
+/// A query right after a flood, with no writer connected: the screen is then behind (it may be
+/// far behind, and is caught up off the server's runtime thread), and the answer is still the
+/// cursor where the program left it, the bottom row's first column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_right_after_a_flood_is_answered_from_the_screen_caught_up() {
+    let hub = start();
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/tmp", "cols": 80, "rows": 24 })).await;
+    let ask = "stty -echo; seq 1 3000000; printf '\\033[6n'; IFS= read -r -d R answer; \
+               stty echo; echo \"got:${answer#*[}.\"";
+    let answered = super::exec_raw(
+        &client,
+        &id,
+        json!({ "command": ask, "timeout": 120, "tail": 1 }),
+    )
+    .await;
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    assert_eq!(data(&answered)["output"], "got:24;1.", "{}", answered.body);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_replays_the_newest_output_within_replay_bytes_from_a_line_start() {
     let hub = start();

@@ -369,16 +369,37 @@ impl Actor {
     }
 
     /// A program asked the terminal something: with no writer connected to answer, ptyhub
-    /// answers from its screen (never for history being replayed).
+    /// answers from its screen (never for history being replayed). A screen far behind (a
+    /// flood just before the query) is caught up and read on a blocking thread, which hands
+    /// the answers back to this actor; a program that asks waits for the answer, so the
+    /// cursor is where it left it.
     pub(super) fn answer_queries(&mut self, queries: &[Query]) {
         if !self.is_caught_up() || self.live.writers() > 0 {
             return;
         }
-        let (row, col) = self.screen.read(crate::screen::Screen::cursor);
-        for query in queries {
-            self.query_answers
-                .extend_from_slice(&query.answer(row, col));
+        if !self.screen.is_far_behind() {
+            let (row, col) = self.screen.read(crate::screen::Screen::cursor);
+            for query in queries {
+                self.query_answers
+                    .extend_from_slice(&query.answer(row, col));
+            }
+            return;
         }
+        let Some(own) = self.own_requests.clone() else {
+            return;
+        };
+        let queries = queries.to_vec();
+        self.query_answers_owed += 1;
+        self.screen
+            .read_off_thread(crate::screen::Screen::cursor, move |(row, col), _| {
+                let answers = queries
+                    .iter()
+                    .flat_map(|query| query.answer(row, col))
+                    .collect();
+                if let Some(requests) = own.upgrade() {
+                    let _ = requests.blocking_send(super::Request::QueryAnswers(answers));
+                }
+            });
     }
 
     /// Sends bytes ptyhub types itself to the PTY (answers to queries, a timeout's ^C).

@@ -117,6 +117,9 @@ enum Request {
         reply: InputAck,
     },
     Resize(u16, u16, oneshot::Sender<Result<(), TerminalError>>),
+    /// Answers to a program's queries, read from a screen that had to catch up first
+    /// (`host::answer_queries`): the actor types them.
+    QueryAnswers(Vec<u8>),
     Close(oneshot::Sender<Result<TerminalMeta, TerminalError>>),
     Probe(oneshot::Sender<Probe>),
     /// A page of the rendered lines: offset from the newest, count; with the total.
@@ -386,6 +389,7 @@ impl TerminalHandle {
         let span = tracing::info_span!("terminal", id = %meta.id, owner = %meta.owner);
         let mut actor = Actor::new(dir, meta, backend, seq_tx, std::sync::Arc::clone(&live));
         actor.counts_all_output = is_created;
+        actor.own_requests = Some(tx.downgrade());
         let shell = actor.shell_tx.subscribe();
         tokio::spawn(tracing::Instrument::instrument(
             async move {
@@ -796,6 +800,11 @@ struct Actor {
     query_answers: Vec<u8>,
     /// `command.note`s of typed commands, to be sent to the host for its log.
     notes: Vec<ptyhub_protocol::event::CommandNote>,
+    /// This actor's own request queue, for what a blocking thread hands back to it.
+    own_requests: Option<mpsc::WeakSender<Request>>,
+    /// Batches of query answers a blocking thread is reading from a screen that had to
+    /// catch up, not yet handed back (`Request::QueryAnswers`).
+    query_answers_owed: usize,
 }
 
 impl Actor {
@@ -843,6 +852,8 @@ impl Actor {
             live,
             queries: QueryScanner::default(),
             query_answers: Vec::new(),
+            own_requests: None,
+            query_answers_owed: 0,
             notes: Vec::new(),
         }
     }
@@ -965,7 +976,10 @@ impl Actor {
                 let _ = reply.send(outcome);
             }
             Request::Foreground(reply) => {
+                // While ptyhub owes the program answers to its queries, its read waits for
+                // them, not for a client: no facts, so nobody reports it waiting for input.
                 let sent = match self.link.as_mut() {
+                    Some(_) if self.query_answers_owed > 0 => None,
                     Some(link) if !self.is_exited => link.send(&HolderRequest::Status).await.ok(),
                     _ => None,
                 };
@@ -991,6 +1005,10 @@ impl Actor {
                         let _ = reply.send(Err(not_running(&self.meta)));
                     }
                 }
+            }
+            Request::QueryAnswers(answers) => {
+                self.query_answers_owed = self.query_answers_owed.saturating_sub(1);
+                let _ = self.write_input(&answers, None).await;
             }
             Request::Close(reply) => self.close(reply).await,
             Request::Shell(reply) => {
