@@ -51,6 +51,8 @@ from ptyhub_system import Ptyhub, resolve_builds, write_results
 from tmux_system import Tmux
 
 HEALTHZ_PER_BATCH = 10
+MACHINE_NOTE = (f"- machine: {platform.machine()}, {os.cpu_count()} cores, "
+                f"{platform.release()}; a shared machine (other work may run beside it)")
 
 
 def measure(args, binaries: list[tuple[str, Path]]) -> dict:
@@ -245,8 +247,7 @@ def report_catchup(result: dict, args, notes: list[str]) -> str:
         f"- {args.rounds} rounds; in each, on every build: `cat` of the {args.cat_mb:g} MB "
         "mixed file on a fresh 200x50 terminal, then at once a snapshot of it; beside the "
         "snapshot, every 20 ms, `GET /healthz` and an exec of `true` on another terminal",
-        f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.release()}; "
-        "a shared machine (other work may run beside it)",
+        MACHINE_NOTE,
         *[f"- {n}" for n in notes],
         "",
         "| build | snapshot ms, median | slowest /healthz beside it, median ms | "
@@ -270,8 +271,7 @@ def report_throughput(result: dict, args, notes: list[str]) -> str:
         f"- {args.rounds} rounds; in each, every workload on the bare PTY and on each build "
         "(a fresh 200x50 terminal, the timed exec as in `run.py`), the order reversed every "
         "other round",
-        f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.release()}; "
-        "a shared machine (other work may run beside it)",
+        MACHINE_NOTE,
         *[f"- {n}" for n in notes],
         "",
         "| workload | system | median s | / bare PTY | server CPU-s | holder CPU-s | rounds |",
@@ -301,8 +301,7 @@ def report_creates(result: dict, args, notes: list[str]) -> str:
         "",
         f"- {args.create_n} terminals (80x24) per system, kept until the end, created in turns "
         f"of {args.create_batch} (the order reversed every other turn)",
-        f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.release()}; "
-        "a shared machine (other work may run beside it)",
+        MACHINE_NOTE,
         *[f"- {n}" for n in notes],
         "",
         "| system | rate, all | rate, the last fifth | all / tmux |",
@@ -327,8 +326,7 @@ def report(result: dict, args, notes: list[str]) -> str:
         f"turn), {args.warmup} warm-up ops each; `echo hi` and its exit code; "
         f"{HEALTHZ_PER_BATCH} `GET /healthz` per turn per build; every shell "
         f"`{args.shell or 'bash'} -i`",
-        f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.release()}; "
-        "a shared machine (other work may run beside it)",
+        MACHINE_NOTE,
         *[f"- {n}" for n in notes],
         "",
         "| system | ops | p50 ms | p90 ms | p99 ms | errors |",
