@@ -10,8 +10,10 @@ use ptyhub_protocol::api::{ObserveResponse, ScrollbackResponse, Snapshot};
 use ptyhub_protocol::event::{Event, EventKind, Seq};
 
 use super::TerminalHandle;
+use crate::backend::TerminalLog;
 use crate::plain_text::PlainText;
 use crate::terminal::send::SEND_OUTPUT_MAX_CHARS;
+use crate::terminal::timeline::read_log_since;
 
 /// Most lines one scrollback page returns.
 pub const SCROLLBACK_PAGE_MAX: usize = 1000;
@@ -88,6 +90,26 @@ pub async fn observe(
             detail: "cursor is ahead of this terminal".to_owned(),
         });
     }
+    let log = probe.log.clone();
+    let (output, truncated, last) =
+        read_log_since(after, now, move || output_between(&log, after, now)).await??;
+    handle.set_read_mark(caller, last, None);
+    Ok(ObserveResponse::Delta {
+        cursor: encode_cursor(&probe.id, last),
+        session_id: probe.id,
+        output,
+        truncated,
+        state: probe.state,
+    })
+}
+
+/// The clean output of the log's events after `after` up to `now` (its newest
+/// [`SEND_OUTPUT_MAX_CHARS`] characters), whether it was cut, and the last event's `seq`.
+fn output_between(
+    log: &TerminalLog,
+    after: Seq,
+    now: Seq,
+) -> Result<(String, bool, Seq), TerminalError> {
     let expired = || {
         TerminalError::cursor_expired(
             "cursor is older than the history kept; observe again without a cursor",
@@ -95,8 +117,7 @@ pub async fn observe(
     };
     let cannot_read =
         |e: std::io::Error| TerminalError::internal(format!("cannot read the event log: {e}"));
-    if probe
-        .log
+    if log
         .oldest_seq()
         .map_err(cannot_read)?
         .is_some_and(|oldest| after.next() < oldest)
@@ -105,7 +126,7 @@ pub async fn observe(
     }
     let mut text = PlainText::new();
     let mut first = None;
-    let mut reader = probe.log.reader(after);
+    let mut reader = log.reader(after);
     while reader
         .read_lines(DELTA_READ_BYTES, Some(now), &mut |seq, line| {
             first.get_or_insert(seq);
@@ -133,14 +154,7 @@ pub async fn observe(
     } else {
         text
     };
-    handle.set_read_mark(caller, last, None);
-    Ok(ObserveResponse::Delta {
-        cursor: encode_cursor(&probe.id, last),
-        session_id: probe.id,
-        output,
-        truncated,
-        state: probe.state,
-    })
+    Ok((output, truncated, last))
 }
 
 pub async fn scrollback(

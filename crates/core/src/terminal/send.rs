@@ -28,6 +28,7 @@ use super::{CommandBrief, Foreground, TerminalHandle};
 use crate::backend::TerminalLog;
 use crate::plain_text::PlainText;
 use crate::terminal::observe::encode_cursor;
+use crate::terminal::timeline::read_log_since;
 
 /// How often the terminal's state is looked at while waiting.
 const POLL_EVERY: Duration = Duration::from_millis(25);
@@ -184,7 +185,14 @@ pub async fn send(
     let is_at_prompt =
         shell.is_some_and(|s| s.is_at_prompt) && foreground.as_ref().is_some_and(|f| f.is_shell);
     let ended = after.filter(|a| !a.status.is_running() && is_new(before, *a));
-    let since = output_since(&probe.log, output_from, request.window.is_none());
+    let since = {
+        let (log, is_short) = (probe.log.clone(), request.window.is_none());
+        let now = *handle.seq().borrow();
+        read_log_since(output_from, now, move || {
+            output_since(&log, output_from, is_short)
+        })
+        .await?
+    };
     let (mut output, last_seq) = (since.text, since.last_seq);
     // A full-screen program's drawing is no text to read: its rendered screen is.
     let (is_alternate_screen, is_full_screen) = match &foreground {

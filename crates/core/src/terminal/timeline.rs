@@ -28,9 +28,10 @@ pub const PAGE_MAX: usize = 1000;
 pub const DEFAULT_WINDOW_CHARS: u64 = 30_000;
 /// Bytes of log read at a time.
 const READ_STEP_BYTES: usize = 1024 * 1024;
-/// Whole outputs read back from logs at once, across every terminal. Each read builds its
-/// text in memory (up to what a log keeps), so a burst of answers (twenty floods ending
-/// together) costs a few texts at a time instead of twenty.
+/// Texts read back from logs at once, across every terminal (whole outputs, a send's or an
+/// observe's output since a cursor). Each read builds its text in memory (up to what a log
+/// keeps), so a burst of answers (twenty floods ending together) costs a few texts at a time
+/// instead of twenty.
 const WHOLE_READS_AT_ONCE: usize = 2;
 static WHOLE_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(WHOLE_READS_AT_ONCE);
 
@@ -98,13 +99,41 @@ pub async fn read_output_then<T: Send + 'static>(
     source: CommandSource,
     then: impl FnOnce(String) -> T + Send + 'static,
 ) -> Result<T, TerminalError> {
+    read_log_off_runtime(move || read_output(&source).map(then)).await?
+}
+
+/// A read of the log that builds a text, on a blocking thread with at most two such reads
+/// under way in the server: its CPU grows with the output (100 MB is a second), and on the
+/// runtime thread it would hold every other request and terminal as long.
+pub async fn read_log_off_runtime<T: Send + 'static>(
+    read: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, TerminalError> {
     let _permit = WHOLE_READS
         .acquire()
         .await
         .map_err(|e| TerminalError::internal(format!("output reader failed: {e}")))?;
-    tokio::task::spawn_blocking(move || read_output(&source).map(then))
+    tokio::task::spawn_blocking(read)
         .await
-        .map_err(|e| TerminalError::internal(format!("output reader failed: {e}")))?
+        .map_err(|e| TerminalError::internal(format!("output reader failed: {e}")))
+}
+
+/// Most events of output a read of the log since a cursor takes on the caller's thread (a
+/// send's, an observe's): at most 64 KiB each, so milliseconds at worst. More are read with
+/// [`read_log_off_runtime`].
+pub const INLINE_LOG_READ_EVENTS: u64 = 16;
+
+/// `read`, of the log after `after` up to about `now`: where it is asked when that is a few
+/// events ([`INLINE_LOG_READ_EVENTS`]), else off the runtime thread.
+pub async fn read_log_since<T: Send + 'static>(
+    after: Seq,
+    now: Seq,
+    read: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, TerminalError> {
+    if now.0.saturating_sub(after.0) <= INLINE_LOG_READ_EVENTS {
+        Ok(read())
+    } else {
+        read_log_off_runtime(read).await
+    }
 }
 
 /// The clean output of a command, read from the log: the text after its `C` mark up to its
