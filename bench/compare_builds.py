@@ -28,9 +28,10 @@ end), in turns of `--create-batch`, as `run.py`'s create workload does for one b
 VM's file system each run is slower than the one before, so builds are only comparable in one.
 Report: `-create.md`.
 
-`--workload catchup`: on each build, `cat` of the mixed file, then at once a snapshot of that
-terminal, with `/healthz` and an exec on another terminal every 20 ms beside it: how long the
-screen takes to catch up, and whether the rest of the server waits for it (`-catchup.md`).
+`--workload catchup`: on each build, calls that go through a flood's output (a snapshot right
+after `cat` of the mixed file, an observe with a cursor from before one, a send of one), with
+`/healthz` and an exec on another terminal every 20 ms beside each: how long the call takes,
+and whether the rest of the server waits for it (`-catchup.md`).
 """
 
 from __future__ import annotations
@@ -41,13 +42,14 @@ import platform
 import shlex
 import sys
 import threading
+import urllib.parse
 import time
 from pathlib import Path
 
 from bare import Bare
 from common import (BIG, REPO, SMALL, Env, cpu_ns_and_switches, fmt, generate_mixed_file, log,
                     median, percentile)
-from ptyhub_system import Ptyhub, resolve_builds, write_results
+from ptyhub_system import Ptyhub, PtyhubError, resolve_builds, write_results
 from tmux_system import Tmux
 
 HEALTHZ_PER_BATCH = 10
@@ -181,28 +183,42 @@ def measure_throughput(args, binaries: list[tuple[str, Path]]) -> dict:
     return {"runs": runs, "builds": [label for label, _ in binaries]}
 
 
-def catchup_round(p: Ptyhub, cmd: str) -> dict:
-    """`cmd` (a flood) on a fresh terminal, then at once a snapshot of it on a connection of
-    its own; beside the snapshot, every 20 ms, `/healthz` and an exec on another terminal.
-    The snapshot waits for the screen to apply what it still lacks; the others must not."""
+CATCHUP_KINDS = ("snapshot", "observe", "send")
+
+
+def catchup_round(p: Ptyhub, kind: str, cmd: str) -> dict:
+    """A call that must go through a flood's output, on a connection of its own; beside it,
+    every 20 ms, `/healthz` and an exec on another terminal, which must not wait for it.
+    `snapshot`: `cmd` by exec, then at once a snapshot (the screen applies what it lacks).
+    `observe`: a cursor, `cmd` by exec, then the output since the cursor. `send`: `cmd` by
+    send, which ends with the output since it was typed (the probes run through the flood)."""
     sid = p.create(BIG)
     other = p.create(BIG)
     try:
         p.wait_prompt(sid)
         p.wait_prompt(other)
-        p.exec(sid, cmd, truncate=True, timeout=600)
-        snap: dict = {}
+        q = f"/v2/pty/sessions/{sid}"
+        if kind == "snapshot":
+            p.exec(sid, cmd, truncate=True, timeout=600)
+            call = ("GET", f"{q}/snapshot", None)
+        elif kind == "observe":
+            cursor = p.ok("GET", f"{q}/observe")["cursor"]
+            p.exec(sid, cmd, truncate=True, timeout=600)
+            call = ("GET", f"{q}/observe?cursor={urllib.parse.quote(cursor)}", None)
+        else:
+            call = ("POST", f"{q}/send", {"text": cmd, "submit": True, "deadline": 600})
+        timed: dict = {}
 
-        def snapshot():
+        def run():
             conn = p._connect()
             t0 = time.monotonic()
             try:
-                p.request("GET", f"/v2/pty/sessions/{sid}/snapshot", conn=conn)
+                timed["status"], _ = p.request(*call, conn=conn)
             finally:
-                snap["ms"] = (time.monotonic() - t0) * 1e3
+                timed["ms"] = (time.monotonic() - t0) * 1e3
                 conn.close()
 
-        thread = threading.Thread(target=snapshot)
+        thread = threading.Thread(target=run)
         thread.start()
         healthz, execs = [], []
         while thread.is_alive():
@@ -214,7 +230,9 @@ def catchup_round(p: Ptyhub, cmd: str) -> dict:
             execs.append((time.monotonic() - t0) * 1e3)
             time.sleep(0.02)
         thread.join()
-        return {"snapshot_ms": snap["ms"], "healthz_max_ms": max(healthz, default=0.0),
+        if timed.get("status") != 200:
+            raise PtyhubError(f"{kind}: HTTP {timed.get('status')}")
+        return {"call_ms": timed["ms"], "healthz_max_ms": max(healthz, default=0.0),
                 "exec_max_ms": max(execs, default=0.0), "probes": len(healthz)}
     finally:
         p.delete(sid)
@@ -222,18 +240,26 @@ def catchup_round(p: Ptyhub, cmd: str) -> dict:
 
 
 def measure_catchup(args, binaries: list[tuple[str, Path]]) -> dict:
-    """`catchup_round` for each build, round after round (the order reversed every other)."""
+    """`catchup_round` of each kind for each build, round after round (the order reversed
+    every other round). The observe's flood is `--observe-mb`: its cursor must stay within
+    what the log keeps (64 MiB of log lines by default)."""
     env = Env(keep=False)
-    runs: dict[str, list[dict]] = {}
+    runs: dict[str, dict[str, list[dict]]] = {}
     try:
         mixed = env.data / "mixed.txt"
         generate_mixed_file(mixed, int(args.cat_mb * 1_000_000))
-        cmd = f"cat {shlex.quote(str(mixed))}"
+        smaller = env.data / "mixed-observe.txt"
+        generate_mixed_file(smaller, int(args.observe_mb * 1_000_000))
+        cmds = {"snapshot": f"cat {shlex.quote(str(mixed))}",
+                "observe": f"cat {shlex.quote(str(smaller))}",
+                "send": f"cat {shlex.quote(str(mixed))}"}
         hubs = {label: Ptyhub(env, binary, f"catchup-{label}") for label, binary in binaries}
         names = list(hubs)
         for r in range(args.rounds):
-            for name in (names if r % 2 == 0 else names[::-1]):
-                runs.setdefault(name, []).append(catchup_round(hubs[name], cmd))
+            for kind in CATCHUP_KINDS:
+                for name in (names if r % 2 == 0 else names[::-1]):
+                    runs.setdefault(kind, {}).setdefault(name, []).append(
+                        catchup_round(hubs[name], kind, cmds[kind]))
             log(f"round {r + 1}/{args.rounds}")
     finally:
         env.cleanup()
@@ -242,25 +268,28 @@ def measure_catchup(args, binaries: list[tuple[str, Path]]) -> dict:
 
 def report_catchup(result: dict, args, notes: list[str]) -> str:
     lines = [
-        "# A snapshot right after a flood, and the server beside it",
+        "# Calls that go through a flood's output, and the server beside them",
         "",
-        f"- {args.rounds} rounds; in each, on every build: `cat` of the {args.cat_mb:g} MB "
-        "mixed file on a fresh 200x50 terminal, then at once a snapshot of it; beside the "
-        "snapshot, every 20 ms, `GET /healthz` and an exec of `true` on another terminal",
+        f"- {args.rounds} rounds; in each, on every build and a fresh 200x50 terminal: "
+        f"`snapshot` right after `cat` of the {args.cat_mb:g} MB mixed file (by exec); "
+        f"`observe` with a cursor taken before `cat` of a {args.observe_mb:g} MB one; `send` "
+        f"of `cat` of the {args.cat_mb:g} MB one (the call spans the flood). Beside each call, "
+        "every 20 ms, `GET /healthz` and an exec of `true` on another terminal",
         MACHINE_NOTE,
         *[f"- {n}" for n in notes],
         "",
-        "| build | snapshot ms, median | slowest /healthz beside it, median ms | "
-        "slowest exec beside it, median ms | per round (snapshot / healthz / exec ms) |",
-        "|---|---|---|---|---|",
+        "| call | build | call ms, median | slowest /healthz beside it, median ms | "
+        "slowest exec beside it, median ms | per round (call / healthz / exec ms) |",
+        "|---|---|---|---|---|---|",
     ]
-    for name, items in result["runs"].items():
-        shown = ", ".join(f"{run['snapshot_ms']:.0f} / {run['healthz_max_ms']:.0f} / "
-                          f"{run['exec_max_ms']:.0f}" for run in items)
-        lines.append(
-            f"| {name} | {median([r['snapshot_ms'] for r in items]):.0f} | "
-            f"{median([r['healthz_max_ms'] for r in items]):.1f} | "
-            f"{median([r['exec_max_ms'] for r in items]):.1f} | {shown} |")
+    for kind, per in result["runs"].items():
+        for name, items in per.items():
+            shown = ", ".join(f"{run['call_ms']:.0f} / {run['healthz_max_ms']:.0f} / "
+                              f"{run['exec_max_ms']:.0f}" for run in items)
+            lines.append(
+                f"| {kind} | {name} | {median([r['call_ms'] for r in items]):.0f} | "
+                f"{median([r['healthz_max_ms'] for r in items]):.1f} | "
+                f"{median([r['exec_max_ms'] for r in items]):.1f} | {shown} |")
     return "\n".join(lines) + "\n"
 
 
@@ -375,6 +404,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rounds", type=int, default=8, help="throughput and catch-up rounds")
     ap.add_argument("--seq-n", type=int, default=3_000_000)
     ap.add_argument("--cat-mb", type=float, default=100.0)
+    ap.add_argument("--observe-mb", type=float, default=40.0,
+                    help="the catch-up's observe flood (within what a log keeps)")
     ap.add_argument("--create-n", type=int, default=500)
     ap.add_argument("--create-batch", type=int, default=25)
     ap.add_argument("--shell", help="the shell every system runs for the round trip (default "
