@@ -44,12 +44,14 @@ impl Actor {
                 }
             }
         }
-        self.replay_file();
+        self.replay_file().await;
         self.mark_gone_if_running();
     }
 
-    /// Applies what the log holds after the last event applied, a step at a time.
-    pub(super) fn replay_file(&mut self) {
+    /// Applies what the log holds after the last event applied, a step at a time, letting the
+    /// runtime's other tasks run between steps (a server that starts beside terminals whose
+    /// holders are gone replays their whole logs: a second for each 100 MB of output).
+    pub(super) async fn replay_file(&mut self) {
         let mut reader = self.log.reader(self.last_seq);
         let mut events = Vec::new();
         loop {
@@ -59,6 +61,7 @@ impl Actor {
                     for event in events.drain(..) {
                         self.apply_event(event.seq, event.ts, event.kind);
                     }
+                    tokio::task::yield_now().await;
                 }
                 Err(error) => {
                     tracing::warn!(dir = %self.dir.display(), %error, "cannot read event log");
@@ -90,12 +93,12 @@ impl Actor {
     /// dropped and the terminal shows `error` with `reason`, in this server's memory only. Its
     /// processes are never ended and its `meta.json` stays the holder's, so a server that
     /// speaks its version adopts it later; its history stays readable from the log.
-    fn host_unsupported(&mut self, reason: String) {
+    async fn host_unsupported(&mut self, reason: String) {
         tracing::error!(id = %self.meta.id, %reason, "not following the terminal's holder; it keeps running");
         self.drop_link();
         self.meta.state = TerminalState::Error;
         self.host_error = Some(reason);
-        self.replay_file();
+        self.replay_file().await;
         self.is_exited = true;
         self.fail_pending_exec();
         let events = self.tracker.exited(None, None);
@@ -129,7 +132,7 @@ impl Actor {
             self.meta.cgroup = meta.cgroup;
         }
         // Pick up anything the holder wrote after the stream ended.
-        self.replay_file();
+        self.replay_file().await;
         if self.is_exited || self.meta.state != TerminalState::Running {
             crate::stats::global().holder(self.meta.backend, crate::stats::HolderEvent::Stopped);
         }
@@ -167,7 +170,8 @@ impl Actor {
                     self.host_unsupported(format!(
                         "holder protocol v{version} not supported, server speaks \
                          {HOLDER_PROTOCOL_MIN}..{HOLDER_PROTOCOL_VERSION}"
-                    ));
+                    ))
+                    .await;
                 }
             }
             // The first answer is the one to `hello`: an error there is a holder that will
@@ -179,7 +183,8 @@ impl Actor {
                 self.host_unsupported(format!(
                     "holder refused the protocol ({message}), server speaks \
                      {HOLDER_PROTOCOL_MIN}..{HOLDER_PROTOCOL_VERSION}"
-                ));
+                ))
+                .await;
             }
             HolderLine::Message(HolderMessage::InputResult {
                 accepted,
