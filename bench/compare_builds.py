@@ -32,6 +32,10 @@ Report: `-create.md`.
 after `cat` of the mixed file, an observe with a cursor from before one, a send of one), with
 `/healthz` and an exec on another terminal every 20 ms beside each: how long the call takes,
 and whether the rest of the server waits for it (`-catchup.md`).
+
+`--workload restart`: on each build, three terminals run `cat` of a `--observe-mb` mixed file
+and exit, and the server restarts on the same state dir; `/healthz` every 5 ms through its
+first 3 s says whether replaying their logs holds the rest of the server (`-restart.md`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import argparse
 import os
 import platform
 import shlex
+import signal
 import sys
 import threading
 import urllib.parse
@@ -293,6 +298,74 @@ def report_catchup(result: dict, args, notes: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def restart_round(p: Ptyhub, cmd: str, terminals: int) -> dict:
+    """`terminals` terminals run `cmd` (a flood) and exit; the server restarts on the same
+    state dir and replays their logs; `/healthz` every 5 ms through its first 3 s."""
+    for _ in range(terminals):
+        sid = p.create(BIG)
+        p.wait_prompt(sid)
+        p.exec(sid, cmd, truncate=True, timeout=600)
+        p.request("POST", f"/v2/pty/sessions/{sid}/input", {"input": "exit", "press_enter": True})
+    time.sleep(1.5)
+    p.conn = None
+    p.proc.send_signal(signal.SIGTERM)
+    p.proc.wait(timeout=30)
+    p.log_file.close()
+    p._start()
+    started = time.monotonic()
+    probes = []
+    while time.monotonic() - started < 3.0:
+        t0 = time.monotonic()
+        p.request("GET", "/healthz")
+        probes.append((time.monotonic() - t0) * 1e3)
+        time.sleep(0.005)
+    for sid in list(p.created):
+        p.delete(sid)
+    return {"healthz_max_ms": max(probes), "healthz_p50_ms": median(probes),
+            "probes": len(probes)}
+
+
+def measure_restart(args, binaries: list[tuple[str, Path]]) -> dict:
+    """`restart_round` for each build, round after round (the order reversed every other)."""
+    env = Env(keep=False)
+    runs: dict[str, list[dict]] = {}
+    try:
+        mixed = env.data / "mixed.txt"
+        generate_mixed_file(mixed, int(args.observe_mb * 1_000_000))
+        cmd = f"cat {shlex.quote(str(mixed))}"
+        hubs = {label: Ptyhub(env, binary, f"restart-{label}") for label, binary in binaries}
+        names = list(hubs)
+        for r in range(args.rounds):
+            for name in (names if r % 2 == 0 else names[::-1]):
+                runs.setdefault(name, []).append(restart_round(hubs[name], cmd, 3))
+            log(f"round {r + 1}/{args.rounds}")
+    finally:
+        env.cleanup()
+    return {"runs": runs, "builds": [label for label, _ in binaries]}
+
+
+def report_restart(result: dict, args, notes: list[str]) -> str:
+    lines = [
+        "# A server restarting beside exited terminals with long logs",
+        "",
+        f"- {args.rounds} rounds; in each, on every build: three terminals run `cat` of a "
+        f"{args.observe_mb:g} MB mixed file and exit, the server restarts on the same state "
+        "dir (it replays their logs), and `GET /healthz` is asked every 5 ms through its "
+        "first 3 s",
+        MACHINE_NOTE,
+        *[f"- {n}" for n in notes],
+        "",
+        "| build | slowest /healthz, median ms | /healthz p50, median ms | per round (slowest ms) |",
+        "|---|---|---|---|",
+    ]
+    for name, items in result["runs"].items():
+        shown = ", ".join(f"{run['healthz_max_ms']:.0f}" for run in items)
+        lines.append(
+            f"| {name} | {median([r['healthz_max_ms'] for r in items]):.1f} | "
+            f"{median([r['healthz_p50_ms'] for r in items]):.2f} | {shown} |")
+    return "\n".join(lines) + "\n"
+
+
 def report_throughput(result: dict, args, notes: list[str]) -> str:
     lines = [
         "# Output throughput, builds side by side",
@@ -399,7 +472,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--ws", action="store_true",
                     help="also each build's exec frames on one WebSocket")
-    ap.add_argument("--workload", choices=("roundtrip", "create", "throughput", "catchup"),
+    ap.add_argument("--workload",
+                    choices=("roundtrip", "create", "throughput", "catchup", "restart"),
                     default="roundtrip")
     ap.add_argument("--rounds", type=int, default=8, help="throughput and catch-up rounds")
     ap.add_argument("--seq-n", type=int, default=3_000_000)
@@ -420,6 +494,7 @@ def main(argv: list[str]) -> int:
         "create": (measure_creates, report_creates, "create"),
         "throughput": (measure_throughput, report_throughput, "throughput"),
         "catchup": (measure_catchup, report_catchup, "catchup"),
+        "restart": (measure_restart, report_restart, "restart"),
     }[args.workload]
     result = measure_with(args, binaries)
     md = report_with(result, args, notes)
