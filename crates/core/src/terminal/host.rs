@@ -395,15 +395,18 @@ impl Actor {
         };
         let queries = queries.to_vec();
         self.query_answers_owed += 1;
+        let back = AnswersBack {
+            requests: own,
+            answers: Vec::new(),
+        };
         self.screen
             .read_off_thread(crate::screen::Screen::cursor, move |(row, col), _| {
-                let answers = queries
-                    .iter()
-                    .flat_map(|query| query.answer(row, col))
-                    .collect();
-                if let Some(requests) = own.upgrade() {
-                    let _ = requests.blocking_send(super::Request::QueryAnswers(answers));
-                }
+                back.hand_back(
+                    queries
+                        .iter()
+                        .flat_map(|query| query.answer(row, col))
+                        .collect(),
+                );
             });
     }
 
@@ -493,5 +496,32 @@ impl Actor {
 fn host_gone(error: std::io::Error) -> TerminalError {
     TerminalError::HostGone {
         detail: error.to_string(),
+    }
+}
+
+/// Query answers read on a blocking thread, handed back to the terminal's actor when dropped:
+/// once read, or empty if the read never finished, so the actor never owes a batch forever.
+struct AnswersBack {
+    requests: tokio::sync::mpsc::WeakSender<super::Request>,
+    answers: Vec<u8>,
+}
+
+impl AnswersBack {
+    fn hand_back(mut self, answers: Vec<u8>) {
+        self.answers = answers;
+    }
+}
+
+impl Drop for AnswersBack {
+    fn drop(&mut self) {
+        let answers = std::mem::take(&mut self.answers);
+        if let (Some(requests), Ok(runtime)) = (
+            self.requests.upgrade(),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            runtime.spawn(async move {
+                let _ = requests.send(super::Request::QueryAnswers(answers)).await;
+            });
+        }
     }
 }

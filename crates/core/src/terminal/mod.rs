@@ -1008,7 +1008,9 @@ impl Actor {
             }
             Request::QueryAnswers(answers) => {
                 self.query_answers_owed = self.query_answers_owed.saturating_sub(1);
-                let _ = self.write_input(&answers, None).await;
+                if !answers.is_empty() {
+                    let _ = self.write_input(&answers, None).await;
+                }
             }
             Request::Close(reply) => self.close(reply).await,
             Request::Shell(reply) => {
