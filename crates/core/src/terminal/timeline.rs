@@ -193,3 +193,22 @@ pub fn read_output(source: &CommandSource) -> Result<String, TerminalError> {
     }
     Ok(output)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read of a few events runs where it is asked; one further back runs on a blocking
+    /// thread, so the runtime thread that asked goes on meanwhile.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_read_far_back_runs_off_the_runtime_thread() -> Result<(), TerminalError> {
+        let here = std::thread::current().id();
+        let near = Seq(INLINE_LOG_READ_EVENTS);
+        let thread = read_log_since(Seq::ZERO, near, || std::thread::current().id()).await?;
+        assert_eq!(thread, here);
+        let far = Seq(INLINE_LOG_READ_EVENTS + 1);
+        let thread = read_log_since(Seq::ZERO, far, || std::thread::current().id()).await?;
+        assert_ne!(thread, here);
+        Ok(())
+    }
+}
