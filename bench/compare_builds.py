@@ -244,49 +244,61 @@ def catchup_round(p: Ptyhub, kind: str, cmd: str) -> dict:
         p.delete(other)
 
 
-def measure_catchup(args, binaries: list[tuple[str, Path]]) -> dict:
-    """`catchup_round` of each kind for each build, round after round (the order reversed
-    every other round). The observe's flood is `--observe-mb`: its cursor must stay within
-    what the log keeps (64 MiB of log lines by default)."""
+def measure_in_turns(args, binaries: list[tuple[str, Path]], prefix: str,
+                     files_mb: dict[str, float], turn) -> dict:
+    """Each build's server, round after round, the order reversed every other round: `turn(hub,
+    files)` is one build's turn and gives its results by kind, kept as `runs[kind][build]`.
+    `files` are mixed files of `files_mb` megabytes, by name."""
     env = Env(keep=False)
     runs: dict[str, dict[str, list[dict]]] = {}
     try:
-        mixed = env.data / "mixed.txt"
-        generate_mixed_file(mixed, int(args.cat_mb * 1_000_000))
-        smaller = env.data / "mixed-observe.txt"
-        generate_mixed_file(smaller, int(args.observe_mb * 1_000_000))
-        cmds = {"snapshot": f"cat {shlex.quote(str(mixed))}",
-                "observe": f"cat {shlex.quote(str(smaller))}",
-                "send": f"cat {shlex.quote(str(mixed))}"}
-        hubs = {label: Ptyhub(env, binary, f"catchup-{label}") for label, binary in binaries}
+        files = {}
+        for name, mb in files_mb.items():
+            files[name] = env.data / f"{name}.txt"
+            generate_mixed_file(files[name], int(mb * 1_000_000))
+        hubs = {label: Ptyhub(env, binary, f"{prefix}-{label}") for label, binary in binaries}
         names = list(hubs)
         for r in range(args.rounds):
-            for kind in CATCHUP_KINDS:
-                for name in (names if r % 2 == 0 else names[::-1]):
-                    runs.setdefault(kind, {}).setdefault(name, []).append(
-                        catchup_round(hubs[name], kind, cmds[kind]))
+            for name in (names if r % 2 == 0 else names[::-1]):
+                for kind, out in turn(hubs[name], files).items():
+                    runs.setdefault(kind, {}).setdefault(name, []).append(out)
             log(f"round {r + 1}/{args.rounds}")
     finally:
         env.cleanup()
     return {"runs": runs, "builds": [label for label, _ in binaries]}
 
 
+def measure_catchup(args, binaries: list[tuple[str, Path]]) -> dict:
+    """`catchup_round` of each kind in each build's turn. The observe's flood is
+    `--observe-mb`: its cursor must stay within what the log keeps (64 MiB of log lines by
+    default)."""
+    def turn(hub: Ptyhub, files: dict[str, Path]) -> dict:
+        big, small = (f"cat {shlex.quote(str(files[n]))}" for n in ("mixed", "observe"))
+        cmds = {"snapshot": big, "observe": small, "send": big}
+        return {kind: catchup_round(hub, kind, cmds[kind]) for kind in CATCHUP_KINDS}
+
+    return measure_in_turns(args, binaries, "catchup",
+                            {"mixed": args.cat_mb, "observe": args.observe_mb}, turn)
+
+
+def report_head(title: str, runs: str, notes: list[str], columns: list[str]) -> list[str]:
+    """A report's title, what each round did (`runs`), the machine, the notes, and the head
+    of its table."""
+    return [f"# {title}", "", f"- {runs}", MACHINE_NOTE, *[f"- {n}" for n in notes], "",
+            "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
 def report_catchup(result: dict, args, notes: list[str]) -> str:
-    lines = [
-        "# Calls that go through a flood's output, and the server beside them",
-        "",
-        f"- {args.rounds} rounds; in each, on every build and a fresh 200x50 terminal: "
+    lines = report_head(
+        "Calls that go through a flood's output, and the server beside them",
+        f"{args.rounds} rounds; in each, on every build and a fresh 200x50 terminal: "
         f"`snapshot` right after `cat` of the {args.cat_mb:g} MB mixed file (by exec); "
         f"`observe` with a cursor taken before `cat` of a {args.observe_mb:g} MB one; `send` "
         f"of `cat` of the {args.cat_mb:g} MB one (the call spans the flood). Beside each call, "
         "every 20 ms, `GET /healthz` and an exec of `true` on another terminal",
-        MACHINE_NOTE,
-        *[f"- {n}" for n in notes],
-        "",
-        "| call | build | call ms, median | slowest /healthz beside it, median ms | "
-        "slowest exec beside it, median ms | per round (call / healthz / exec ms) |",
-        "|---|---|---|---|---|---|",
-    ]
+        notes,
+        ["call", "build", "call ms, median", "slowest /healthz beside it, median ms",
+         "slowest exec beside it, median ms", "per round (call / healthz / exec ms)"])
     for kind, per in result["runs"].items():
         for name, items in per.items():
             shown = ", ".join(f"{run['call_ms']:.0f} / {run['healthz_max_ms']:.0f} / "
@@ -326,39 +338,24 @@ def restart_round(p: Ptyhub, cmd: str, terminals: int) -> dict:
 
 
 def measure_restart(args, binaries: list[tuple[str, Path]]) -> dict:
-    """`restart_round` for each build, round after round (the order reversed every other)."""
-    env = Env(keep=False)
-    runs: dict[str, list[dict]] = {}
-    try:
-        mixed = env.data / "mixed.txt"
-        generate_mixed_file(mixed, int(args.observe_mb * 1_000_000))
-        cmd = f"cat {shlex.quote(str(mixed))}"
-        hubs = {label: Ptyhub(env, binary, f"restart-{label}") for label, binary in binaries}
-        names = list(hubs)
-        for r in range(args.rounds):
-            for name in (names if r % 2 == 0 else names[::-1]):
-                runs.setdefault(name, []).append(restart_round(hubs[name], cmd, 3))
-            log(f"round {r + 1}/{args.rounds}")
-    finally:
-        env.cleanup()
-    return {"runs": runs, "builds": [label for label, _ in binaries]}
+    """`restart_round` in each build's turn, with three terminals."""
+    def turn(hub: Ptyhub, files: dict[str, Path]) -> dict:
+        return {"restart": restart_round(hub, f"cat {shlex.quote(str(files['mixed']))}", 3)}
+
+    return measure_in_turns(args, binaries, "restart", {"mixed": args.observe_mb}, turn)
 
 
 def report_restart(result: dict, args, notes: list[str]) -> str:
-    lines = [
-        "# A server restarting beside exited terminals with long logs",
-        "",
-        f"- {args.rounds} rounds; in each, on every build: three terminals run `cat` of a "
+    lines = report_head(
+        "A server restarting beside exited terminals with long logs",
+        f"{args.rounds} rounds; in each, on every build: three terminals run `cat` of a "
         f"{args.observe_mb:g} MB mixed file and exit, the server restarts on the same state "
         "dir (it replays their logs), and `GET /healthz` is asked every 5 ms through its "
         "first 3 s",
-        MACHINE_NOTE,
-        *[f"- {n}" for n in notes],
-        "",
-        "| build | slowest /healthz, median ms | /healthz p50, median ms | per round (slowest ms) |",
-        "|---|---|---|---|",
-    ]
-    for name, items in result["runs"].items():
+        notes,
+        ["build", "slowest /healthz, median ms", "/healthz p50, median ms",
+         "per round (slowest ms)"])
+    for name, items in result["runs"]["restart"].items():
         shown = ", ".join(f"{run['healthz_max_ms']:.0f}" for run in items)
         lines.append(
             f"| {name} | {median([r['healthz_max_ms'] for r in items]):.1f} | "
@@ -367,18 +364,14 @@ def report_restart(result: dict, args, notes: list[str]) -> str:
 
 
 def report_throughput(result: dict, args, notes: list[str]) -> str:
-    lines = [
-        "# Output throughput, builds side by side",
-        "",
-        f"- {args.rounds} rounds; in each, every workload on the bare PTY and on each build "
+    lines = report_head(
+        "Output throughput, builds side by side",
+        f"{args.rounds} rounds; in each, every workload on the bare PTY and on each build "
         "(a fresh 200x50 terminal, the timed exec as in `run.py`), the order reversed every "
         "other round",
-        MACHINE_NOTE,
-        *[f"- {n}" for n in notes],
-        "",
-        "| workload | system | median s | / bare PTY | server CPU-s | holder CPU-s | rounds |",
-        "|---|---|---|---|---|---|---|",
-    ]
+        notes,
+        ["workload", "system", "median s", "/ bare PTY", "server CPU-s", "holder CPU-s",
+         "rounds"])
     for workload, per in result["runs"].items():
         bare = median([run["seconds"] for run in per["bare PTY"]])
         for name, items in per.items():

@@ -632,6 +632,19 @@ mod tests {
         EVENT_LOG_KEEP_BYTES, EVENT_LOG_KEEP_MIN_BYTES, EventLog, list_segments,
     };
 
+    /// An empty log in a directory of its own (kept while the first value lives), and a
+    /// `cols`×`rows` screen that follows it.
+    fn log_and_screen(
+        keep: u64,
+        cols: u16,
+        rows: u16,
+    ) -> std::io::Result<(tempfile::TempDir, EventLog, SharedScreen)> {
+        let dir = tempfile::tempdir()?;
+        let log = EventLog::open(dir.path(), keep)?;
+        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), cols, rows);
+        Ok((dir, log, screen))
+    }
+
     #[test]
     fn the_background_thread_rests_only_while_the_cpus_are_contended() {
         let psi = "some avg10=1.50 avg60=11.60 avg300=7.00 total=692853747\n\
@@ -649,8 +662,7 @@ mod tests {
 
     #[test]
     fn reads_see_every_event_up_to_the_target() -> std::io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;
+        let (_dir, mut log, screen) = log_and_screen(EVENT_LOG_KEEP_BYTES, 20, 4)?;
         let mut last = Seq::ZERO;
         for i in 0..100 {
             last = log.append(EventKind::Output {
@@ -665,7 +677,6 @@ mod tests {
             data: b"\r\nnot yet".to_vec(),
         })?;
 
-        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 20, 4);
         screen.advance_to(last);
         assert_eq!(screen.view().lines[2], "line 99");
         screen.advance_to(target);
@@ -682,9 +693,7 @@ mod tests {
     /// on at once. Both see every event up to the target and say which `seq` that is.
     #[tokio::test(flavor = "current_thread")]
     async fn a_read_far_behind_catches_up_on_a_blocking_thread() -> std::io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;
-        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 20, 4);
+        let (_dir, mut log, screen) = log_and_screen(EVENT_LOG_KEEP_BYTES, 20, 4)?;
         let near = log.append(EventKind::Output {
             data: b"near\r\n".to_vec(),
         })?;
@@ -729,9 +738,7 @@ mod tests {
     /// runtime thread under it) waiting, as long as the machine stayed busy.
     #[test]
     fn the_background_thread_runs_at_a_normal_policy_and_nice() -> std::io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;
-        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 20, 4);
+        let (_dir, mut log, screen) = log_and_screen(EVENT_LOG_KEEP_BYTES, 20, 4)?;
         let last = log.append(EventKind::Output {
             data: b"hi\r\n".to_vec(),
         })?;
@@ -771,9 +778,7 @@ mod tests {
     /// slice after slice, with nobody reading the screen.
     #[test]
     fn the_background_thread_applies_output_nobody_reads() -> std::io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;
-        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 20, 4);
+        let (_dir, mut log, screen) = log_and_screen(EVENT_LOG_KEEP_BYTES, 20, 4)?;
         let mut last = Seq::ZERO;
         // One slice and a half, so the thread needs more than one turn, in a few large events
         // of bytes the emulator passes over (NUL): the thread rests while the CPUs are contended,
@@ -797,9 +802,7 @@ mod tests {
 
     #[test]
     fn an_idle_screen_sleeps_and_wakes_for_a_read_or_new_output() -> std::io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_BYTES)?;
-        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 20, 4);
+        let (_dir, mut log, screen) = log_and_screen(EVENT_LOG_KEEP_BYTES, 20, 4)?;
         let mut last = Seq::ZERO;
         for i in 0..10 {
             last = log.append(EventKind::Output {
@@ -837,9 +840,7 @@ mod tests {
 
     #[test]
     fn a_screen_follows_the_log_across_rotations() -> std::io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let mut log = EventLog::open(dir.path(), EVENT_LOG_KEEP_MIN_BYTES)?;
-        let screen = SharedScreen::new(&TerminalLog::in_dir(dir.path()), 40, 3);
+        let (dir, mut log, screen) = log_and_screen(EVENT_LOG_KEEP_MIN_BYTES, 40, 3)?;
         let padding = "p".repeat(300);
         let print = |log: &mut EventLog, i: u32| {
             log.append(EventKind::Output {

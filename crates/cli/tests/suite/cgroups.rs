@@ -662,6 +662,19 @@ fn thread_named(pid: u32, name: &str) -> Option<u32> {
         .and_then(|task| task.file_name().to_str()?.parse().ok())
 }
 
+/// The screen thread of the server `pid` of `hub`, once an exec has given it a screen to
+/// follow: the client, the terminal (to close) and the thread's id.
+async fn a_screen_thread(hub: &Ptyhub, pid: u32) -> (Client, String, u32) {
+    let client = hub.http();
+    let id = create(&client, json!({ "cwd": "/" })).await;
+    exec(&client, &id, "echo on the screen").await;
+    let screen = wait_until("the screen thread", || async {
+        thread_named(pid, "ptyhub-screen")
+    })
+    .await;
+    (client, id, screen)
+}
+
 /// Where a v1 `cpu` hierarchy lets one thread of a process join a cgroup, the server's screen
 /// thread runs in a cpu cgroup of its own with a normal weight (so it leaves the scheduler
 /// group of the server's session, docs/backends.md#priority), its other threads stay where
@@ -672,16 +685,10 @@ async fn the_screen_thread_runs_in_a_cpu_cgroup_of_its_own_apart_from_the_server
     let pid = hub.server_pid().unwrap_or_else(|| panic!("no server pid"));
     let main_dir = v1_cpu_dir(pid, pid);
     if main_dir.is_none() || !rustix::process::geteuid().is_root() {
-        report("SKIPPED the idle screen cgroup test: no v1 cpu hierarchy, or not root");
+        report("SKIPPED the screen cgroup test: no v1 cpu hierarchy, or not root");
         return;
     }
-    let client = hub.http();
-    let id = create(&client, json!({ "cwd": "/" })).await;
-    exec(&client, &id, "echo on the screen").await;
-    let screen = wait_until("the screen thread", || async {
-        thread_named(pid, "ptyhub-screen")
-    })
-    .await;
+    let (client, id, screen) = a_screen_thread(&hub, pid).await;
     let dir = v1_cpu_dir(pid, screen).unwrap_or_else(|| panic!("no cpu cgroup for {screen}"));
     let name = ptyhub_core::cgroup::screen_cpu_group_name(hub.state_dir());
     assert!(dir.ends_with(&name), "{} is not {name}", dir.display());
@@ -725,13 +732,7 @@ async fn the_screen_thread_runs_in_a_cpu_cgroup_of_its_own_apart_from_the_server
 async fn the_screen_thread_of_the_server_runs_at_the_normal_policy_and_the_programs_nice() {
     let hub = start();
     let pid = hub.server_pid().unwrap_or_else(|| panic!("no server pid"));
-    let client = hub.http();
-    let id = create(&client, json!({ "cwd": "/" })).await;
-    exec(&client, &id, "echo on the screen").await;
-    let screen = wait_until("the screen thread", || async {
-        thread_named(pid, "ptyhub-screen")
-    })
-    .await;
+    let (client, id, screen) = a_screen_thread(&hub, pid).await;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{screen}/stat"))
         .unwrap_or_else(|e| panic!("stat of the screen thread: {e}"));
     // Fields after the command's closing parenthesis start at field 3: nice is 19, policy 41.
