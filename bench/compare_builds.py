@@ -17,6 +17,9 @@ bench/results/<UTC timestamp>-compare.md (and .json) unless `--out` says otherwi
 
 `--ws` also measures each build's exec frames on one WebSocket (an `attach` connection with
 binary output, as `run.py` does), as system `LABEL ws` with its own server and terminal.
+`--ws-local` does the same over the server's local unix socket (`LABEL ws local`): the
+transport an agent on the same machine uses, and the one tmux control mode's client has (a
+pipe), so the two tables split what TCP on loopback costs from what ptyhub does.
 
 `--shell sh` runs that shell instead of bash in every system (the bare one, tmux's, ptyhub's).
 
@@ -88,6 +91,11 @@ def measure(args, binaries: list[tuple[str, Path]]) -> dict:
                 ws.rt_ws_open()
                 hubs[f"{label} ws"] = ws
                 systems[f"{label} ws"] = (ws.rt_ws_op, ws.rt_close)
+            if args.ws_local:
+                local = Ptyhub(env, binary, f"{label}-ws-local")
+                local.rt_ws_open(local=True)
+                hubs[f"{label} ws local"] = local
+                systems[f"{label} ws local"] = (local.rt_ws_op, local.rt_close)
         names = list(systems)
         for name in names:
             ops[name] = []
@@ -447,6 +455,14 @@ def report(result: dict, args, notes: list[str]) -> str:
             ws_p50 = median(ops[f"{label} ws"])
             lines.append(f"| {label} ws | {ws_p50:.3f} | {ws_p50 / tmux:.2f}x | "
                          f"{ws_p50 / first_ws:.3f} |")
+    if args.ws_local:
+        lines += ["", "| build | exec frame over the local socket p50 ms | / tmux control mode "
+                  "| / first build |", "|---|---|---|---|"]
+        first_local = median(ops[f"{result['builds'][0]} ws local"])
+        for label in result["builds"]:
+            local_p50 = median(ops[f"{label} ws local"])
+            lines.append(f"| {label} ws local | {local_p50:.3f} | {local_p50 / tmux:.2f}x | "
+                         f"{local_p50 / first_local:.3f} |")
     lines += ["", "CPU per exec (µs, each process's threads, from `/proc/PID/task/*/schedstat`, "
               "over all of its execs) and context switches per exec:", "",
               "| build | process | CPU µs/exec | switches/exec |", "|---|---|---|---|"]
@@ -465,6 +481,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--ws", action="store_true",
                     help="also each build's exec frames on one WebSocket")
+    ap.add_argument("--ws-local", action="store_true",
+                    help="also each build's exec frames on one WebSocket over the server's "
+                         "local unix socket (the transport tmux control mode's pipe compares to)")
     ap.add_argument("--workload",
                     choices=("roundtrip", "create", "throughput", "catchup", "restart"),
                     default="roundtrip")

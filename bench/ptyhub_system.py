@@ -486,15 +486,19 @@ class Ptyhub:
             err = f"output={data.get('output')!r}"
         return secs, err
 
-    def rt_ws_open(self):
+    def rt_ws_open(self, local: bool = False):
         """The round trip over a persistent connection: an `attach` WebSocket (binary output,
-        no presence) whose `exec` frames run `echo hi` (docs/websocket.md#commands)."""
+        no presence) whose `exec` frames run `echo hi` (docs/websocket.md#commands), over TCP
+        or, `local`, over the server's local unix socket."""
         self.rt_open()
         path = (f"/v2/pty/sessions/{urllib.parse.quote(self.rt_sid)}/ws"
                 f"?mode=attach&protocol=binary&presence=false")
-        self.rt_ws, self.rt_ws_buf = live_client.connect(path, tcp=(self.host, self.port),
-                                                         token=self.token)
-        self.rt_ws.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if local:
+            self.rt_ws, self.rt_ws_buf = live_client.connect(path, unix=self.socket)
+        else:
+            self.rt_ws, self.rt_ws_buf = live_client.connect(path, tcp=(self.host, self.port),
+                                                             token=self.token)
+            self.rt_ws.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.rt_ws_parser = live_client.FrameParser(lambda piece: None)
         self.rt_ws_op(-1)
 
