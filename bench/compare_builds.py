@@ -65,6 +65,13 @@ MACHINE_NOTE = (f"- machine: {platform.machine()}, {os.cpu_count()} cores, "
                 f"{platform.release()}; a shared machine (other work may run beside it)")
 
 
+def ws_systems(args) -> list[tuple[str, bool]]:
+    """The exec-frame systems asked for: each one's name suffix and whether it connects over
+    the server's local unix socket (`--ws-local`) rather than TCP (`--ws`)."""
+    return [(suffix, local) for suffix, local, asked in
+            (("ws", False, args.ws), ("ws local", True, args.ws_local)) if asked]
+
+
 def measure(args, binaries: list[tuple[str, Path]]) -> dict:
     env = Env(keep=False)
     ops: dict[str, list[float]] = {}
@@ -86,16 +93,11 @@ def measure(args, binaries: list[tuple[str, Path]]) -> dict:
             hub.rt_open()
             hubs[label] = hub
             systems[label] = (hub.rt_op, hub.rt_close)
-            if args.ws:
-                ws = Ptyhub(env, binary, f"{label}-ws")
-                ws.rt_ws_open()
-                hubs[f"{label} ws"] = ws
-                systems[f"{label} ws"] = (ws.rt_ws_op, ws.rt_close)
-            if args.ws_local:
-                local = Ptyhub(env, binary, f"{label}-ws-local")
-                local.rt_ws_open(local=True)
-                hubs[f"{label} ws local"] = local
-                systems[f"{label} ws local"] = (local.rt_ws_op, local.rt_close)
+            for suffix, local in ws_systems(args):
+                ws = Ptyhub(env, binary, f"{label}-{suffix.replace(' ', '-')}")
+                ws.rt_ws_open(local=local)
+                hubs[f"{label} {suffix}"] = ws
+                systems[f"{label} {suffix}"] = (ws.rt_ws_op, ws.rt_close)
         names = list(systems)
         for name in names:
             ops[name] = []
@@ -447,22 +449,15 @@ def report(result: dict, args, notes: list[str]) -> str:
         own = exec_p50 - median(ops[f"{label} healthz"]) - bare
         lines.append(f"| {label} | {exec_p50:.3f} | {own:.3f} | {exec_p50 / tmux:.2f}x | "
                      f"{exec_p50 / first:.3f} |")
-    if args.ws:
-        lines += ["", "| build | exec frame p50 ms | / tmux control mode | / first build |",
+    for suffix, local in ws_systems(args):
+        what = "exec frame over the local socket" if local else "exec frame"
+        lines += ["", f"| build | {what} p50 ms | / tmux control mode | / first build |",
                   "|---|---|---|---|"]
-        first_ws = median(ops[f"{result['builds'][0]} ws"])
+        first_ws = median(ops[f"{result['builds'][0]} {suffix}"])
         for label in result["builds"]:
-            ws_p50 = median(ops[f"{label} ws"])
-            lines.append(f"| {label} ws | {ws_p50:.3f} | {ws_p50 / tmux:.2f}x | "
+            ws_p50 = median(ops[f"{label} {suffix}"])
+            lines.append(f"| {label} {suffix} | {ws_p50:.3f} | {ws_p50 / tmux:.2f}x | "
                          f"{ws_p50 / first_ws:.3f} |")
-    if args.ws_local:
-        lines += ["", "| build | exec frame over the local socket p50 ms | / tmux control mode "
-                  "| / first build |", "|---|---|---|---|"]
-        first_local = median(ops[f"{result['builds'][0]} ws local"])
-        for label in result["builds"]:
-            local_p50 = median(ops[f"{label} ws local"])
-            lines.append(f"| {label} ws local | {local_p50:.3f} | {local_p50 / tmux:.2f}x | "
-                         f"{local_p50 / first_local:.3f} |")
     lines += ["", "CPU per exec (µs, each process's threads, from `/proc/PID/task/*/schedstat`, "
               "over all of its execs) and context switches per exec:", "",
               "| build | process | CPU µs/exec | switches/exec |", "|---|---|---|---|"]

@@ -37,6 +37,15 @@ impl Query {
     }
 }
 
+/// The answers to `queries`, one after the other, with the cursor at `cursor` (row, column;
+/// 0-based).
+pub fn answers(queries: &[Query], (row, col): (usize, usize)) -> Vec<u8> {
+    queries
+        .iter()
+        .flat_map(|query| query.answer(row, col))
+        .collect()
+}
+
 /// Parameters of a CSI sequence kept at most (longer ones are not queries).
 const PARAMS_MAX: usize = 16;
 

@@ -785,8 +785,8 @@ mod tests {
         let (_dir, mut log, screen) = log_and_screen(EVENT_LOG_KEEP_BYTES, 20, 4)?;
         let mut last = Seq::ZERO;
         // One slice and a half, so the thread needs more than one turn, in a few large events
-        // of bytes the emulator passes over (NUL): the thread rests while the CPUs are contended,
-        // a busy machine leaves it little of.
+        // of bytes the emulator passes over (NUL), cheap to apply: the thread rests while the
+        // CPUs are contended, which a busy test machine often is.
         let mut chunk = vec![0u8; 32 * 1024];
         chunk.extend_from_slice(b"x\r\n");
         for _ in 0..(3 * SLICE_BYTES / 2 / chunk.len() + 1) {

@@ -321,7 +321,7 @@ impl Event {
             seq: Seq(std::str::from_utf8(seq).ok()?.parse().ok()?),
             ts: serde_json::from_slice(ts).ok()?,
             kind: EventKind::Output {
-                data: B64.decode_to_vec(text).ok()?,
+                data: decode_b64(text).ok()?,
             },
         })
     }
@@ -360,7 +360,7 @@ pub mod b64 {
     /// Reads one base64 string back into bytes; anything else is an error.
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        decode_b64(&text).map_err(serde::de::Error::custom)
+        decode_b64(text.as_bytes()).map_err(serde::de::Error::custom)
     }
 }
 
@@ -369,8 +369,9 @@ pub fn encode_b64(bytes: &[u8]) -> String {
     B64.encode_to_string(bytes)
 }
 
-/// Decodes standard base64 (padded, canonical: what [`encode_b64`] writes).
-pub fn decode_b64(text: &str) -> Result<Vec<u8>, base64_simd::Error> {
+/// Decodes standard base64 (padded, canonical: what [`encode_b64`] writes), given as text or
+/// as its bytes.
+pub fn decode_b64(text: impl AsRef<[u8]>) -> Result<Vec<u8>, base64_simd::Error> {
     B64.decode_to_vec(text)
 }
 

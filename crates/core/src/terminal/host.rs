@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::live::LiveEvent;
 use super::{Actor, Foreground, InputAck, InputReceipt, REPLAY_STEP_BYTES, Signaled, not_running};
-use crate::queries::Query;
+use crate::queries::{Query, answers};
 use crate::state_dir;
 use crate::tracker::TrackerEvent;
 use ptyhub_protocol::api::CommandOrigin;
@@ -383,11 +383,8 @@ impl Actor {
             return;
         }
         if !self.screen.is_far_behind() {
-            let (row, col) = self.screen.read(crate::screen::Screen::cursor);
-            for query in queries {
-                self.query_answers
-                    .extend_from_slice(&query.answer(row, col));
-            }
+            let cursor = self.screen.read(crate::screen::Screen::cursor);
+            self.query_answers.extend(answers(queries, cursor));
             return;
         }
         let Some(own) = self.own_requests.clone() else {
@@ -400,13 +397,8 @@ impl Actor {
             answers: Vec::new(),
         };
         self.screen
-            .read_off_thread(crate::screen::Screen::cursor, move |(row, col), _| {
-                back.hand_back(
-                    queries
-                        .iter()
-                        .flat_map(|query| query.answer(row, col))
-                        .collect(),
-                );
+            .read_off_thread(crate::screen::Screen::cursor, move |cursor, _| {
+                back.hand_back(answers(&queries, cursor));
             });
     }
 
